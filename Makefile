@@ -1,0 +1,33 @@
+# Two entry points for a fresh machine: `make train` and `make test`.
+# Both create .venv themselves. torch is pinned here (CPU build) only for this install path;
+# the package itself asks for a range so GPU users keep their own build.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH_PIN ?= torch==2.13.0
+RUN_DIR ?= runs/quick
+
+.PHONY: train test lint venv dev clean-venv bench
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_PIN)"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@
+
+venv: $(BIN)/.installed
+
+train: venv
+	$(BIN)/speedflip train --preset quick --run-dir $(RUN_DIR)
+
+test: venv
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -m "not slow"
+
+bench: venv
+	$(BIN)/speedflip bench --json bench.json
+
+clean-venv:
+	rm -rf $(VENV)
