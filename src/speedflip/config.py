@@ -1,0 +1,306 @@
+"""Configuration: nested pydantic models, YAML presets, ``--set key=value`` overrides.
+
+Every key is validated; an unknown key, a wrong type or a value out of range is a
+:class:`ConfigError` whose message names the key, the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import getpass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from speedflip.env.rewards import REWARD_COMPONENTS
+from speedflip.env.states import STATE_SETTERS
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message says what is wrong and how to fix it."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class EnvConfig(_Strict):
+    """The Rocket League environment."""
+
+    num_arenas: int = Field(16, ge=1, le=4096, description="arenas simulated by each collector")
+    blue_size: int = Field(1, ge=1, le=3, description="cars on the blue team")
+    orange_size: int = Field(1, ge=0, le=3, description="cars on the orange team")
+    tick_skip: int = Field(8, ge=1, le=120, description="physics ticks (1/120 s) per decision")
+    action_delay_ticks: int = Field(1, ge=0, le=1, description="1 = RLBot's one-tick action delay")
+    timeout_seconds: float = Field(300.0, gt=0, description="episode length limit in game seconds")
+    no_touch_timeout_seconds: float = Field(30.0, gt=0, description="truncate after this long without a touch")
+    state_setters: dict[str, float] = Field(
+        default_factory=lambda: {"kickoff": 0.5, "random": 0.5},
+        description="how episodes start: setter name -> relative weight",
+    )
+    rewards: dict[str, float] = Field(
+        default_factory=lambda: {
+            "goal": 10.0,
+            "touch": 1.0,
+            "velocity_player_to_ball": 0.05,
+            "velocity_ball_to_goal": 0.5,
+            "face_ball": 0.02,
+        },
+        description="reward component name -> weight",
+    )
+    meshes_dir: str | None = Field(None, description="folder with soccar/mesh_*.cmf; default: rlgym's")
+
+    @field_validator("rewards")
+    @classmethod
+    def _known_rewards(cls, v: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(v) - set(REWARD_COMPONENTS))
+        if unknown:
+            raise ValueError(f"unknown reward component(s) {unknown}; available: {sorted(REWARD_COMPONENTS)}")
+        return v
+
+    @field_validator("state_setters")
+    @classmethod
+    def _known_setters(cls, v: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(v) - set(STATE_SETTERS))
+        if unknown:
+            raise ValueError(f"unknown state setter(s) {unknown}; available: {sorted(STATE_SETTERS)}")
+        if any(w < 0 for w in v.values()) or not any(w > 0 for w in v.values()):
+            raise ValueError("state setter weights must be >= 0 with at least one > 0")
+        return v
+
+    @model_validator(mode="after")
+    def _delay_fits(self) -> EnvConfig:
+        if self.action_delay_ticks >= self.tick_skip and self.tick_skip > 1:
+            raise ValueError("action_delay_ticks must be smaller than tick_skip")
+        return self
+
+    @property
+    def num_cars(self) -> int:
+        return self.blue_size + self.orange_size
+
+    @property
+    def num_agents(self) -> int:
+        return self.num_arenas * self.num_cars
+
+
+class PPOConfig(_Strict):
+    """Proximal Policy Optimization."""
+
+    num_steps: int = Field(64, ge=1, description="steps per agent per rollout")
+    minibatch_size: int = Field(4096, ge=1, description="samples per gradient step")
+    update_epochs: int = Field(3, ge=1, le=100)
+    learning_rate: float = Field(3e-4, gt=0, le=1)
+    anneal_lr: bool = Field(False, description="linearly decay the learning rate to 0 over total_steps")
+    gamma: float = Field(0.99, ge=0, le=1)
+    gae_lambda: float = Field(0.95, ge=0, le=1)
+    clip_coef: float = Field(0.2, gt=0)
+    clip_vloss: bool = False
+    ent_coef: float = Field(0.01, ge=0)
+    vf_coef: float = Field(0.5, ge=0)
+    max_grad_norm: float = Field(0.5, gt=0)
+    norm_adv: bool = True
+    target_kl: float | None = Field(None, gt=0, description="stop the epochs early above this KL")
+    normalize_obs: bool = True
+    normalize_rewards: bool = Field(True, description="scale rewards by the std of the discounted return")
+    policy_layers: list[int] = Field(default_factory=lambda: [256, 256])
+    critic_layers: list[int] = Field(default_factory=lambda: [256, 256])
+
+    @field_validator("policy_layers", "critic_layers")
+    @classmethod
+    def _layers(cls, v: list[int]) -> list[int]:
+        if not v or any(w < 1 for w in v):
+            raise ValueError("layer sizes must be a non-empty list of positive integers, e.g. [256, 256]")
+        return v
+
+
+class RunConfig(_Strict):
+    """The run: budget, checkpoints, logging, device."""
+
+    total_steps: int = Field(5_000_000, ge=1, description="agent steps to train for")
+    checkpoint_interval_steps: int = Field(250_000, ge=1, description="agent steps between checkpoints")
+    keep_checkpoints: int = Field(5, ge=1, description="rolling checkpoints kept (newest)")
+    seed: int = Field(0, ge=0)
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")
+    num_threads: int = Field(0, ge=0, description="physics threads; 0 = one per CPU core")
+    torch_threads: int = Field(0, ge=0, description="torch intra-op threads; 0 = one per CPU core")
+    owner: str = Field(default_factory=lambda: _os_user())
+    tensorboard: bool = True
+
+
+class Config(_Strict):
+    """Everything a training run needs."""
+
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    ppo: PPOConfig = Field(default_factory=PPOConfig)
+    run: RunConfig = Field(default_factory=RunConfig)
+
+    @model_validator(mode="after")
+    def _batch_fits(self) -> Config:
+        batch = self.env.num_agents * self.ppo.num_steps
+        if self.ppo.minibatch_size > batch:
+            raise ValueError(
+                f"ppo.minibatch_size ({self.ppo.minibatch_size}) is larger than the rollout batch "
+                f"({batch} = env.num_arenas {self.env.num_arenas} x {self.env.num_cars} cars x "
+                f"ppo.num_steps {self.ppo.num_steps}); lower ppo.minibatch_size or raise the others"
+            )
+        return self
+
+    @property
+    def batch_size(self) -> int:
+        return self.env.num_agents * self.ppo.num_steps
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+# ---------------------------------------------------------------------- loading
+def preset_names() -> list[str]:
+    """Names of the presets shipped with the package."""
+    folder = resources.files("speedflip") / "presets"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def _read_yaml(text: str, source: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(
+            f"{source} is not valid YAML{where}: {getattr(err, 'problem', None) or err}. "
+            "Fix the syntax (indentation, 'key: value' pairs) and run again."
+        ) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source} must hold a mapping of sections (env:, ppo:, run:), not {type(data).__name__}")
+    return data
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    names = preset_names()
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        raise ConfigError(f"unknown preset '{name}'. Available presets: {', '.join(names)}.{hint}")
+    text = (resources.files("speedflip") / "presets" / f"{name}.yaml").read_text()
+    return _read_yaml(text, f"preset '{name}'")
+
+
+def load_file(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file '{p}' does not exist. Pass a YAML file path to --config, or use --preset.")
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"config file '{p}' cannot be read: {err}") from None
+    return _read_yaml(text, f"config file '{p}'")
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("rewards", "state_setters"):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _known_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    keys = []
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys += _known_keys(annotation, f"{prefix}{name}.")
+        else:
+            keys.append(f"{prefix}{name}")
+    return keys
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``"ppo.learning_rate=1e-4"`` -> ``(["ppo", "learning_rate"], 0.0001)`` (value parsed as YAML)."""
+    if "=" not in text:
+        raise ConfigError(f"--set '{text}' must look like key=value, e.g. --set ppo.learning_rate=1e-4")
+    key, raw = text.split("=", 1)
+    parts = [p for p in key.strip().split(".") if p]
+    if not parts:
+        raise ConfigError(f"--set '{text}' has an empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return parts, value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    out = _merge({}, data)
+    for text in overrides:
+        parts, value = parse_override(text)
+        node = out
+        for part in parts[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = {}
+                node[part] = child
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def build_config(data: dict[str, Any], source: str = "config") -> Config:
+    """Validate a nested dict into a :class:`Config`, turning pydantic errors into one clear message."""
+    try:
+        return Config.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_explain(err, source)) from None
+
+
+def _explain(err: ValidationError, source: str) -> str:
+    known = _known_keys(Config)
+    lines = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"])
+        if e["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            section = key.rsplit(".", 1)[0] if "." in key else ""
+            allowed = [k for k in known if k.startswith(section + ".")] if section else ["env", "ppo", "run"]
+            lines.append(f"unknown key '{key}'.{hint} Allowed here: {', '.join(allowed)}.")
+        else:
+            value = e.get("input")
+            shown = repr(value) if not isinstance(value, dict) else "a mapping"
+            msg = str(e["msg"]).removeprefix("Value error, ")
+            where = f"key '{key}'" if key else "config"
+            lines.append(f"{where}: bad value {shown}: {msg}.")
+    return f"invalid {source}: " + " ".join(lines) + " Fix it in the YAML file or with --set KEY=VALUE."
+
+
+def resolve_config(
+    preset: str | None = None, config_file: str | Path | None = None, overrides: list[str] | None = None
+) -> Config:
+    """Preset (default ``quick``) <- config file <- ``--set`` overrides, validated."""
+    data: dict[str, Any] = {}
+    sources = []
+    if preset is not None or config_file is None:
+        data = load_preset(preset or "quick")
+        sources.append(f"preset '{preset or 'quick'}'")
+    if config_file is not None:
+        data = _merge(data, load_file(config_file))
+        sources.append(f"'{config_file}'")
+    if overrides:
+        data = apply_overrides(data, overrides)
+        sources.append("--set")
+    return build_config(data, " + ".join(sources))
+
+
+def config_to_dict(cfg: Config) -> dict[str, Any]:
+    return cfg.model_dump(mode="json")

@@ -1,0 +1,1 @@
+"""The Rocket League environment on RocketSim, vectorized over arenas."""

@@ -1,0 +1,178 @@
+"""The vectorized Rocket League environment: K arenas, every car an agent, arrays in and out.
+
+Agents are rows ``k * C + c`` (arena ``k``, car ``c``; blue cars first). ``step`` takes one action
+index per agent and returns observations, rewards and done flags for all agents; arenas whose
+episode ended are reset at once and their final observation is returned for bootstrapping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from speedflip.config import EnvConfig
+from speedflip.env import conditions
+from speedflip.env import layout as L
+from speedflip.env.actions import NUM_CONTROLS, LookupTableAction
+from speedflip.env.arenas import Arenas, GameArrays
+from speedflip.env.obs import DefaultObs
+from speedflip.env.rewards import RewardContext, WeightedReward
+from speedflip.env.states import STATE_SETTERS
+
+
+@dataclass
+class StepResult:
+    """What one ``step`` returns, every array with one row per agent."""
+
+    obs: np.ndarray  # [N, obs_dim]: observations to act on next (after any reset)
+    rewards: np.ndarray  # [N]
+    terminated: np.ndarray  # [N] bool: a goal ended the episode (no bootstrap)
+    truncated: np.ndarray  # [N] bool: a time limit ended it (bootstrap from final_obs)
+    final_obs: np.ndarray  # [N, obs_dim]: the last observation of ended episodes (rows where done)
+    episodes: list[dict[str, float]] = field(default_factory=list)  # one per arena that finished
+
+
+class RocketLeagueVecEnv:
+    """Self-play soccar over ``num_arenas`` arenas of ``blue_size`` vs ``orange_size`` cars."""
+
+    def __init__(self, cfg: EnvConfig, seed: int = 0, num_threads: int = 1) -> None:
+        self.cfg = cfg
+        self.arenas = Arenas(
+            num_arenas=cfg.num_arenas,
+            blue_size=cfg.blue_size,
+            orange_size=cfg.orange_size,
+            tick_skip=cfg.tick_skip,
+            action_delay_ticks=cfg.action_delay_ticks,
+            num_threads=num_threads,
+            meshes_dir=cfg.meshes_dir,
+        )
+        self.num_arenas = cfg.num_arenas
+        self.num_cars = self.arenas.num_cars
+        self.num_agents = self.num_arenas * self.num_cars
+        self.car_teams = self.arenas.car_teams
+        self.actions = LookupTableAction()
+        self.obs_builder = DefaultObs(cfg.blue_size, cfg.orange_size)
+        self.obs_dim = self.obs_builder.obs_dim
+        self.num_actions = self.actions.num_actions
+        self.reward_fn = WeightedReward(cfg.rewards)
+        self.setter_names = [n for n, w in cfg.state_setters.items() if w > 0]
+        weights = np.array([cfg.state_setters[n] for n in self.setter_names], np.float64)
+        self.setter_probs = weights / weights.sum()
+        self.rng = np.random.default_rng(seed)
+        self.timeout_ticks = round(cfg.timeout_seconds * L.TICK_RATE)
+        self.no_touch_ticks = round(cfg.no_touch_timeout_seconds * L.TICK_RATE)
+
+        K, C = self.num_arenas, self.num_cars
+        self.prev_controls = np.zeros((K, C, NUM_CONTROLS), np.float32)
+        self.episode_ticks = np.zeros(K, np.int64)
+        self.ticks_since_touch = np.zeros(K, np.int64)
+        self.episode_returns = np.zeros((K, C), np.float64)
+        self.episode_touches = np.zeros((K, C), np.int64)
+        self.prev_scores = np.zeros((K, 2), np.int64)
+        self.obs = np.zeros((K * C, self.obs_dim), np.float32)
+        # running totals for rates (touches per agent-minute of game time)
+        self.total_touches = 0
+        self.total_agent_seconds = 0.0
+        self.total_goals = 0
+
+    @property
+    def state(self) -> GameArrays:
+        return self.arenas.state
+
+    # ------------------------------------------------------------------ reset
+    def _reset_arenas(self, ids: np.ndarray) -> None:
+        for k in ids.tolist():
+            name = self.setter_names[int(self.rng.choice(len(self.setter_names), p=self.setter_probs))]
+            STATE_SETTERS[name](self.arenas.arenas[k], self.arenas.cars[k], self.rng)
+            self.arenas.release_controls(k)
+            self.arenas._read(k)
+        state = self.arenas.state
+        self.prev_controls[ids] = 0.0
+        self.episode_ticks[ids] = 0
+        self.ticks_since_touch[ids] = 0
+        self.episode_returns[ids] = 0.0
+        self.episode_touches[ids] = 0
+        self.prev_scores[ids] = state.scores[ids]
+        sub = GameArrays(state.ball[ids], state.cars[ids], state.pads[ids], state.scores[ids])
+        obs = self.obs.reshape(self.num_arenas, self.num_cars, self.obs_dim)
+        obs[ids] = self.obs_builder.build(sub, self.prev_controls[ids]).reshape(len(ids), self.num_cars, -1)
+
+    def reset(self) -> np.ndarray:
+        """Start a new episode in every arena; returns observations ``[N, obs_dim]``."""
+        self._reset_arenas(np.arange(self.num_arenas))
+        return self.obs.copy()
+
+    # ------------------------------------------------------------------ step
+    def step(self, actions: np.ndarray) -> StepResult:
+        """One decision for every agent, ``tick_skip`` physics ticks for every arena."""
+        K, C = self.num_arenas, self.num_cars
+        idx = self.actions.check(actions, self.num_agents)
+        state = self.arenas.step(idx, self.actions.controls)
+
+        touched = state.cars[:, :, 0, L.CAR_HIT_LAST_STEP] > 0.5
+        blue_scored = state.scores[:, 0] > self.prev_scores[:, 0]
+        orange_scored = state.scores[:, 1] > self.prev_scores[:, 1]
+        goal_team = np.where(blue_scored, L.BLUE, np.where(orange_scored, L.ORANGE, -1))
+        self.prev_scores[:] = state.scores
+        self.prev_controls[:] = self.actions.table[idx].reshape(K, C, NUM_CONTROLS)
+
+        rewards = self.reward_fn(RewardContext(state, self.car_teams, touched, goal_team))
+        self.episode_ticks += self.arenas.tick_skip
+        any_touch = touched.any(axis=1)
+        self.ticks_since_touch = np.where(any_touch, 0, self.ticks_since_touch + self.arenas.tick_skip)
+        self.episode_returns += rewards
+        self.episode_touches += touched
+        n_touches = int(touched.sum())
+        self.total_touches += n_touches
+        self.total_agent_seconds += self.num_agents * self.arenas.tick_skip / L.TICK_RATE
+        self.total_goals += int((goal_team >= 0).sum())
+
+        terminated = conditions.goal_scored(goal_team)
+        truncated = ~terminated & (
+            conditions.timeout(self.episode_ticks, self.timeout_ticks)
+            | conditions.no_touch_timeout(self.ticks_since_touch, self.no_touch_ticks)
+        )
+        self.obs[:] = self.obs_builder.build(state, self.prev_controls)
+        done = terminated | truncated
+        final_obs = self.obs.copy()
+        episodes: list[dict[str, float]] = []
+        if done.any():
+            ids = np.flatnonzero(done)
+            for k in ids.tolist():
+                seconds = self.episode_ticks[k] / L.TICK_RATE
+                episodes.append(
+                    {
+                        "return": float(self.episode_returns[k].mean()),
+                        "length_seconds": float(seconds),
+                        "touches_per_minute": float(self.episode_touches[k].mean() * 60.0 / max(seconds, 1e-6)),
+                        "goal": float(terminated[k]),
+                    }
+                )
+            self._reset_arenas(ids)
+        return StepResult(
+            obs=self.obs.copy(),
+            rewards=rewards.reshape(K * C),
+            terminated=np.repeat(terminated, C),
+            truncated=np.repeat(truncated, C),
+            final_obs=final_obs,
+            episodes=episodes,
+        )
+
+    def reward_means(self) -> dict[str, float]:
+        return dict(self.reward_fn.last_means)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "arenas": self.num_arenas,
+            "agents": self.num_agents,
+            "team_sizes": f"{self.cfg.blue_size}v{self.cfg.orange_size}",
+            "obs_dim": self.obs_dim,
+            "actions": self.actions.coverage.summary(),
+            "tick_skip": self.cfg.tick_skip,
+            "action_delay_ticks": self.cfg.action_delay_ticks,
+        }
+
+    def close(self) -> None:
+        self.arenas.close()
