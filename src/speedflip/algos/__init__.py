@@ -1,0 +1,1 @@
+"""Learning algorithms: pure update functions over a batch."""

@@ -1,0 +1,1 @@
+"""Neural networks: actor-critic MLPs; layer initialisation in one place."""

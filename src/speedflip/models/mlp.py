@@ -1,0 +1,56 @@
+"""Separate policy and critic MLPs for discrete actions (feed-forward PPO)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions import Categorical
+
+
+def layer_init(layer: nn.Linear, gain: float = float(np.sqrt(2)), bias: float = 0.0) -> nn.Linear:
+    """Orthogonal weights, constant bias (the PPO implementation-details recipe)."""
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.constant_(layer.bias, bias)
+    return layer
+
+
+def mlp(in_dim: int, hidden: list[int], out_dim: int, out_gain: float) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    last = in_dim
+    for width in hidden:
+        layers += [layer_init(nn.Linear(last, width)), nn.ReLU()]
+        last = width
+    layers.append(layer_init(nn.Linear(last, out_dim), gain=out_gain))
+    return nn.Sequential(*layers)
+
+
+class ActorCritic(nn.Module):
+    """A policy MLP (logits over the action table) and a separate critic MLP (state value)."""
+
+    def __init__(self, obs_dim: int, num_actions: int, policy_layers: list[int], critic_layers: list[int]) -> None:
+        super().__init__()
+        self.obs_dim = obs_dim
+        self.num_actions = num_actions
+        self.policy = mlp(obs_dim, policy_layers, num_actions, out_gain=0.01)
+        self.critic = mlp(obs_dim, critic_layers, 1, out_gain=1.0)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(obs).squeeze(-1)
+
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample actions; returns ``(actions, log_probs, values)``."""
+        logits = self.policy(obs)
+        dist = Categorical(logits=logits)
+        actions = logits.argmax(-1) if deterministic else dist.sample()
+        return actions, dist.log_prob(actions), self.value(obs)
+
+    def evaluate(
+        self, obs: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Log-probabilities and entropy of ``actions`` and the values; ``(log_probs, entropy, values)``."""
+        dist = Categorical(logits=self.policy(obs))
+        return dist.log_prob(actions), dist.entropy(), self.value(obs)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

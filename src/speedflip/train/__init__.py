@@ -1,0 +1,1 @@
+"""The training loop, checkpoints, run directories and metric sinks."""

@@ -1,0 +1,173 @@
+"""``speedflip train``: a run directory, the config summary, the progress bar, checkpoints."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from speedflip.config import Config
+from speedflip.env.actions import LookupTableAction
+from speedflip.env.obs import DefaultObs
+from speedflip.train.metrics import JsonlSink, TensorBoardSink
+from speedflip.train.rundir import compat_signature, prepare_run_dir
+from speedflip.train.trainer import (
+    StopFlag,
+    Trainer,
+    config_hash,
+    git_commit,
+    summarize_iteration,
+    write_resolved_config,
+)
+
+
+def _fmt(value: Any, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_summary(console: Console, cfg: Config, trainer: Trainer, run_dir: Path, resumed_from: Path | None) -> None:
+    table = Table(title="speedflip run", show_header=False, title_justify="left")
+    rows = [
+        ("run dir", str(run_dir)),
+        ("resumed from", str(resumed_from) if resumed_from else "- (fresh start)"),
+        ("device", str(trainer.device)),
+        ("arenas / agents", f"{trainer.env.num_arenas} / {trainer.env.num_agents} "
+         f"({cfg.env.blue_size}v{cfg.env.orange_size}, self-play)"),
+        ("tick skip / action delay", f"{cfg.env.tick_skip} / {cfg.env.action_delay_ticks} tick"),
+        ("obs size", str(trainer.env.obs_dim)),
+        ("actions", trainer.env.actions.coverage.summary()),
+        ("network", f"policy {cfg.ppo.policy_layers}, critic {cfg.ppo.critic_layers}, "
+         f"{trainer.model.num_parameters():,} parameters"),
+        ("batch / minibatch", f"{cfg.batch_size:,} / {cfg.ppo.minibatch_size:,} x {cfg.ppo.update_epochs} epochs"),
+        ("budget", f"{cfg.run.total_steps:,} agent steps, checkpoint every {cfg.run.checkpoint_interval_steps:,}"),
+        ("rewards", ", ".join(f"{k} {v:g}" for k, v in cfg.env.rewards.items())),
+        ("owner / commit / config", f"{cfg.run.owner} / {git_commit() or '-'} / {config_hash(cfg)}"),
+    ]  # fmt: skip
+    for key, value in rows:
+        table.add_row(key, escape(value))
+    console.print(table)
+
+
+def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None = None) -> int:
+    """Train (or resume) the run in ``run_dir``; returns a process exit code."""
+    console = console or Console()
+    compat = compat_signature(
+        DefaultObs(cfg.env.blue_size, cfg.env.orange_size).obs_dim,
+        LookupTableAction().num_actions,
+        cfg.ppo.policy_layers,
+        cfg.ppo.critic_layers,
+    )
+    plan = prepare_run_dir(run_dir, compat, new)
+    if plan.archived_to is not None:
+        console.print(f"--new: the previous run was moved to {plan.archived_to}")
+    for reason in plan.skipped:
+        console.print(f"[yellow]skipped checkpoint[/yellow] {reason}")
+
+    trainer = Trainer(cfg)
+    try:
+        if plan.checkpoint is not None:
+            trainer.load(plan.checkpoint)
+        write_resolved_config(cfg, run_dir)
+        print_summary(console, cfg, trainer, run_dir, plan.checkpoint)
+        if trainer.global_step >= cfg.run.total_steps:
+            console.print(
+                f"This run is already complete at {trainer.global_step:,} agent steps. To train further, "
+                f"raise the budget, e.g. --set run.total_steps={cfg.run.total_steps * 2}, or use --new."
+            )
+            return 0
+        return _loop(cfg, trainer, run_dir, console)
+    finally:
+        trainer.close()
+
+
+def _loop(cfg: Config, trainer: Trainer, run_dir: Path, console: Console) -> int:
+    jsonl = JsonlSink(run_dir / "metrics.jsonl")
+    tb = TensorBoardSink(run_dir / "tb") if cfg.run.tensorboard else None
+    checkpoints = run_dir / "checkpoints"
+    interval = cfg.run.checkpoint_interval_steps
+    next_checkpoint = (trainer.global_step // interval + 1) * interval
+    start = time.perf_counter()
+    start_step = trainer.global_step
+    last_line = 0.0
+    progress = Progress(
+        TextColumn("[bold]train[/bold]"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,} steps"),
+        TextColumn("{task.fields[sps]} sps"),
+        TextColumn("reward {task.fields[reward]}"),
+        TextColumn("touches/min {task.fields[touches]}"),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not console.is_terminal,
+    )
+    task = progress.add_task(
+        "train", total=cfg.run.total_steps, completed=trainer.global_step, sps="-", reward="-", touches="-"
+    )
+    reason = "budget reached"
+    try:
+        with StopFlag() as stop, progress:
+            while trainer.global_step < cfg.run.total_steps:
+                batch, raw_obs, stats = trainer.collect()
+                learn_start = time.perf_counter()
+                metrics = trainer.update(batch, raw_obs)
+                learn_seconds = time.perf_counter() - learn_start
+                record = summarize_iteration(trainer, stats, metrics, learn_seconds, time.perf_counter() - start)
+                jsonl.write(record)
+                if tb is not None:
+                    tb.write(record)
+                overall_sps = (trainer.global_step - start_step) / max(time.perf_counter() - start, 1e-9)
+                progress.update(
+                    task,
+                    completed=trainer.global_step,
+                    sps=f"{overall_sps:,.0f}",
+                    reward=_fmt(record["charts/episode_reward_mean"]),
+                    touches=_fmt(record["charts/touches_per_minute"]),
+                )
+                if not console.is_terminal and time.perf_counter() - last_line > 10.0:
+                    last_line = time.perf_counter()
+                    console.print(
+                        f"step {trainer.global_step:,}/{cfg.run.total_steps:,}  sps {overall_sps:,.0f}  "
+                        f"reward {_fmt(record['charts/episode_reward_mean'])}  "
+                        f"touches/min {_fmt(record['charts/touches_per_minute'])}  "
+                        f"entropy {_fmt(record['losses/entropy'])}",
+                        soft_wrap=True,
+                    )
+                if trainer.global_step >= next_checkpoint:
+                    trainer.save(checkpoints, _milestone_meta(record))
+                    next_checkpoint = (trainer.global_step // interval + 1) * interval
+                if stop.requested:
+                    reason = f"{stop.signal_name} received"
+                    break
+        path = trainer.save(checkpoints, {"reason": reason})
+        console.print(f"Stopped ({reason}) at {trainer.global_step:,} agent steps; checkpoint: {path}", soft_wrap=True)
+        console.print(f"Resume with the same command; TensorBoard: tensorboard --logdir {run_dir}", soft_wrap=True)
+        return 0
+    except KeyboardInterrupt:
+        console.print("Second interrupt: exiting now without saving (the last checkpoint is intact).")
+        return 130
+    finally:
+        jsonl.close()
+        if tb is not None:
+            tb.close()
+
+
+def _milestone_meta(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "episode_reward_mean": record.get("charts/episode_reward_mean"),
+        "touches_per_minute": record.get("charts/touches_per_minute"),
+        "entropy": record.get("losses/entropy"),
+        "approx_kl": record.get("losses/approx_kl"),
+        "sps": record.get("sps"),
+    }
+
+
+def mean_or_none(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
