@@ -30,13 +30,11 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override one key, e.g. --set ppo.learning_rate=1e-4 (repeatable)")  # fmt: skip
     train.add_argument("--run-dir", help="run directory (default: runs/<preset>)")
-    train.add_argument("--new", action="store_true", help="start fresh; an existing run is moved aside, not deleted")
+    train.add_argument(
+        "--new", action="store_true", help="start fresh; an existing run is moved aside, not deleted"
+    )
     train.add_argument("--resume", metavar="RUN_DIR", help="resume this run directory (same as --run-dir)")
 
-    bench = sub.add_parser("bench", help="measure physics, collection and training throughput")
-    bench.add_argument("--json", help="write the results to this JSON file")
-    bench.add_argument("--seconds", type=float, default=5.0, help="seconds per measurement (default 5)")
-    bench.add_argument("--arenas", type=int, default=64, help="arenas per measurement (default 64)")
     return parser
 
 
@@ -54,10 +52,6 @@ def main(argv: list[str] | None = None) -> int:
             cfg = resolve_config(args.preset, args.config, args.set)
             run_dir = Path(args.resume or args.run_dir or f"runs/{args.preset or 'quick'}")
             return train(cfg, run_dir, new=args.new, console=console)
-        if args.command == "bench":
-            from speedflip.bench import run_bench
-
-            return run_bench(args.json, args.seconds, args.arenas, console)
     except USER_ERRORS as err:
         Console(stderr=True).print(Text.assemble(("error: ", "bold red"), str(err)))
         return 2

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from speedflip._types import Array
+
 
 class RunningMeanStd:
     """Tracks the mean and variance of a stream of ``[batch, *shape]`` arrays."""
@@ -13,7 +15,7 @@ class RunningMeanStd:
         self.var = np.ones(shape, np.float64)
         self.count = epsilon
 
-    def update(self, batch: np.ndarray) -> None:
+    def update(self, batch: Array) -> None:
         batch = np.asarray(batch, np.float64)
         b_mean, b_var, b_count = batch.mean(axis=0), batch.var(axis=0), batch.shape[0]
         delta = b_mean - self.mean
@@ -23,14 +25,14 @@ class RunningMeanStd:
         self.var = m2 / total
         self.count = total
 
-    def normalize(self, x: np.ndarray, clip: float = 10.0) -> np.ndarray:
-        out = (x - self.mean) / np.sqrt(self.var + 1e-8)
-        return np.clip(out, -clip, clip).astype(np.float32)
+    def normalize(self, x: Array, clip: float = 10.0) -> Array:
+        out: Array = np.clip((x - self.mean) / np.sqrt(self.var + 1e-8), -clip, clip)
+        return out.astype(np.float32)
 
-    def state_dict(self) -> dict[str, np.ndarray]:
+    def state_dict(self) -> dict[str, Array]:
         return {"mean": self.mean.copy(), "var": self.var.copy(), "count": np.array(self.count)}
 
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+    def load_state_dict(self, state: dict[str, Array]) -> None:
         self.mean = np.asarray(state["mean"], np.float64).copy()
         self.var = np.asarray(state["var"], np.float64).copy()
         self.count = float(np.asarray(state["count"]))
@@ -48,8 +50,9 @@ class ReturnNormalizer:
         self.returns = np.zeros(num_agents, np.float64)
         self.rms = RunningMeanStd(())
 
-    def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
+    def __call__(self, rewards: Array, dones: Array) -> Array:
         self.returns = self.returns * self.gamma + rewards
         self.rms.update(self.returns)
         self.returns[dones] = 0.0
-        return (rewards / np.sqrt(self.rms.var + 1e-8)).astype(np.float32)
+        scaled: Array = rewards / np.sqrt(self.rms.var + 1e-8)
+        return scaled.astype(np.float32)

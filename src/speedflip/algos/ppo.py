@@ -12,20 +12,21 @@ import numpy as np
 import torch
 from torch import nn
 
+from speedflip._types import Array
 from speedflip.config import PPOConfig
 from speedflip.models.mlp import ActorCritic
 
 
 def compute_gae(
-    rewards: np.ndarray,
-    values: np.ndarray,
-    terminated: np.ndarray,
-    truncated: np.ndarray,
-    truncation_values: np.ndarray,
-    last_values: np.ndarray,
+    rewards: Array,
+    values: Array,
+    terminated: Array,
+    truncated: Array,
+    truncation_values: Array,
+    last_values: Array,
     gamma: float,
     gae_lambda: float,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[Array, Array]:
     """Generalised advantage estimation over ``[T, N]`` arrays; returns ``(advantages, returns)``.
 
     - ``values[t]``: V(s_t) for the observation acted on at step t;
@@ -131,7 +132,9 @@ def ppo_update(
     metrics = {key: value / max(updates, 1) for key, value in totals.items()}
     y_pred, y_true = batch.values.cpu().numpy(), batch.returns.cpu().numpy()
     var_y = float(np.var(y_true))
-    metrics["explained_variance"] = float("nan") if var_y == 0 else 1.0 - float(np.var(y_true - y_pred)) / var_y
+    metrics["explained_variance"] = (
+        float("nan") if var_y == 0 else 1.0 - float(np.var(y_true - y_pred)) / var_y
+    )
     metrics["minibatch_updates"] = float(updates)
     metrics["stopped_early"] = stopped_early
     return metrics

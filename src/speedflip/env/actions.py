@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import RocketSim as rsim
 
+from speedflip._types import Array
+
 CONTROL_NAMES = ("throttle", "steer", "pitch", "yaw", "roll", "jump", "boost", "handbrake")
 NUM_CONTROLS = len(CONTROL_NAMES)
 
@@ -18,7 +20,7 @@ class ActionError(ValueError):
     """An action index or table that cannot be used."""
 
 
-def default_lookup_table() -> np.ndarray:
+def default_lookup_table() -> Array:
     """The standard 90-row table: ground driving plus aerial control and flips.
 
     Ground rows: throttle x steer x boost x handbrake (boost only with full throttle).
@@ -75,7 +77,7 @@ class TableCoverage:
         )
 
 
-def validate_table(table: np.ndarray) -> TableCoverage:
+def validate_table(table: Array) -> TableCoverage:
     """Check a lookup table and report its coverage.
 
     A table must be ``[n, 8]``, finite, analog controls in [-1, 1], buttons 0 or 1, and must be able
@@ -120,8 +122,10 @@ def validate_table(table: np.ndarray) -> TableCoverage:
 class LookupTableAction:
     """Maps action indices to RocketSim controls; validates the table at construction."""
 
-    def __init__(self, table: np.ndarray | None = None) -> None:
-        self.table = np.ascontiguousarray(default_lookup_table() if table is None else table, dtype=np.float32)
+    def __init__(self, table: Array | None = None) -> None:
+        self.table = np.ascontiguousarray(
+            default_lookup_table() if table is None else table, dtype=np.float32
+        )
         self.coverage = validate_table(self.table)
         self.controls = [self._to_controls(row) for row in self.table]
 
@@ -130,7 +134,7 @@ class LookupTableAction:
         return int(self.table.shape[0])
 
     @staticmethod
-    def _to_controls(row: np.ndarray) -> rsim.CarControls:
+    def _to_controls(row: Array) -> rsim.CarControls:
         return rsim.CarControls(
             throttle=float(row[0]),
             steer=float(row[1]),
@@ -142,14 +146,15 @@ class LookupTableAction:
             handbrake=bool(row[7]),
         )
 
-    def check(self, actions: np.ndarray, num_agents: int) -> np.ndarray:
+    def check(self, actions: Array, num_agents: int) -> Array:
         """Validate a batch of action indices; returns them as int64."""
         arr = np.asarray(actions)
         if arr.shape != (num_agents,):
-            raise ActionError(f"expected {num_agents} action indices (one per agent), got shape {list(arr.shape)}")
-        if not np.issubdtype(arr.dtype, np.integer):
-            if not np.all(np.mod(arr, 1) == 0):
-                raise ActionError(f"action indices must be integers, got dtype {arr.dtype}")
+            raise ActionError(
+                f"expected {num_agents} action indices (one per agent), got shape {list(arr.shape)}"
+            )
+        if not np.issubdtype(arr.dtype, np.integer) and not np.all(np.mod(arr, 1) == 0):
+            raise ActionError(f"action indices must be integers, got dtype {arr.dtype}")
         arr = arr.astype(np.int64, copy=False)
         bad = (arr < 0) | (arr >= self.num_actions)
         if np.any(bad):
@@ -160,6 +165,6 @@ class LookupTableAction:
             )
         return arr
 
-    def parse(self, actions: np.ndarray) -> np.ndarray:
+    def parse(self, actions: Array) -> Array:
         """Action indices ``[n]`` -> controls ``[n, 8]`` (float32)."""
         return self.table[np.asarray(actions, dtype=np.int64)]

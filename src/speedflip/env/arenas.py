@@ -6,6 +6,7 @@ The only per-arena Python work is the physics call (which releases the GIL), the
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import RocketSim as rsim
 
+from speedflip._types import Array
 from speedflip.env import layout as L
 from speedflip.env.sim import init_rocketsim
 
@@ -27,10 +29,10 @@ class GameArrays:
     - ``scores``: ``[K, 2]`` (blue, orange), goals since the arena was built
     """
 
-    ball: np.ndarray
-    cars: np.ndarray
-    pads: np.ndarray
-    scores: np.ndarray
+    ball: Array
+    cars: Array
+    pads: Array
+    scores: Array
 
     @classmethod
     def empty(cls, num_arenas: int, num_cars: int) -> GameArrays:
@@ -78,7 +80,9 @@ class Arenas:
         self.arenas: list[rsim.Arena] = []
         self.cars: list[list[rsim.Car]] = []
         for _ in range(num_arenas):
-            arena = rsim.Arena(rsim.GameMode.SOCCAR, memory_weight_mode=rsim.MemoryWeightMode.LIGHT, tick_rate=120)
+            arena = rsim.Arena(
+                rsim.GameMode.SOCCAR, memory_weight_mode=rsim.MemoryWeightMode.LIGHT, tick_rate=120
+            )
             cars = [arena.add_car(rsim.Team.BLUE) for _ in range(blue_size)]
             cars += [arena.add_car(rsim.Team.ORANGE) for _ in range(orange_size)]
             self.arenas.append(arena)
@@ -86,13 +90,13 @@ class Arenas:
         self.state = GameArrays.empty(num_arenas, self.num_cars)
         self.num_threads = max(1, min(num_threads, num_arenas))
         bounds = np.linspace(0, num_arenas, self.num_threads + 1).astype(int)
-        self._chunks = [range(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        self._chunks = [range(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
         self._pool = ThreadPoolExecutor(self.num_threads) if self.num_threads > 1 else None
         self._controls: Sequence[rsim.CarControls] = ()
         self._actions = np.zeros((num_arenas, self.num_cars), np.int64)
 
     # ------------------------------------------------------------------ stepping
-    def step(self, actions: np.ndarray, controls: Sequence[rsim.CarControls]) -> GameArrays:
+    def step(self, actions: Array, controls: Sequence[rsim.CarControls]) -> GameArrays:
         """Apply ``controls[actions[k, c]]`` to car ``c`` of arena ``k`` and simulate ``tick_skip`` ticks."""
         self._actions = actions.reshape(self.num_arenas, self.num_cars)
         self._controls = controls
@@ -104,7 +108,11 @@ class Arenas:
         return self.state
 
     def _step_chunk(self, chunk: range) -> None:
-        controls, delay, rest = self._controls, self.action_delay_ticks, self.tick_skip - self.action_delay_ticks
+        controls, delay, rest = (
+            self._controls,
+            self.action_delay_ticks,
+            self.tick_skip - self.action_delay_ticks,
+        )
         for k in chunk:
             arena = self.arenas[k]
             if delay:
@@ -154,4 +162,3 @@ class Arenas:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from speedflip._types import Array
 from speedflip.env import layout as L
 from speedflip.env.actions import NUM_CONTROLS
 from speedflip.env.arenas import GameArrays
@@ -24,7 +25,7 @@ SELF_EXTRA = 9  # ball relative position, ball relative velocity, ball position 
 OTHER_EXTRA = 7  # position and velocity relative to self, slot filled flag
 
 
-def _car_block(rows: np.ndarray) -> np.ndarray:
+def _car_block(rows: Array) -> Array:
     """``[..., 36]`` gym car rows -> ``[..., 18]`` scaled features."""
     return np.concatenate(
         [
@@ -67,7 +68,7 @@ class DefaultObs:
             + NUM_CONTROLS
         )
 
-    def _slot_index(self, same_team: bool, slots: int) -> np.ndarray:
+    def _slot_index(self, same_team: bool, slots: int) -> Array:
         """``[C, slots]`` car indices (``-1`` = empty slot) of each car's teammates or opponents."""
         index = np.full((self.num_cars, slots), -1, dtype=np.int64)
         for viewer in range(self.num_cars):
@@ -79,7 +80,7 @@ class DefaultObs:
             index[viewer, : len(others)] = others
         return index
 
-    def build(self, state: GameArrays, prev_controls: np.ndarray) -> np.ndarray:
+    def build(self, state: GameArrays, prev_controls: Array) -> Array:
         """``state`` of K arenas, ``prev_controls [K, C, 8]`` -> observations ``[K * C, obs_dim]``."""
         K, C = state.cars.shape[0], self.num_cars
         viewers = np.arange(C)
@@ -118,12 +119,12 @@ class DefaultObs:
                     _car_block(others),
                     (others[..., L.CAR_POS] - my_pos[:, :, None]) * POS_COEF,
                     (others[..., L.CAR_VEL] - my_vel[:, :, None]) * VEL_COEF,
-                    np.ones(others.shape[:-1] + (1,), np.float32),
+                    np.ones((*others.shape[:-1], 1), np.float32),
                 ],
                 axis=-1,
             )
             parts.append((block * present).reshape(K, C, -1))
         parts.append(pads)
         parts.append(prev_controls)
-        obs = np.concatenate(parts, axis=-1).astype(np.float32, copy=False)
+        obs: Array = np.concatenate(parts, axis=-1).astype(np.float32, copy=False)
         return obs.reshape(K * C, self.obs_dim)

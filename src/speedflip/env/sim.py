@@ -42,4 +42,3 @@ def init_rocketsim(meshes_dir: str | Path | None = None) -> Path:
     rsim.init(str(path))
     _initialized_with = path
     return path
-

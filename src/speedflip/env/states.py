@@ -7,6 +7,7 @@ from collections.abc import Callable
 import numpy as np
 import RocketSim as rsim
 
+from speedflip._types import Array
 from speedflip.env import layout as L
 
 StateSetter = Callable[[rsim.Arena, list[rsim.Car], np.random.Generator], None]
@@ -63,7 +64,7 @@ def random_state(
         car.set_state(state)
 
 
-def _random_vector(rng: np.random.Generator, max_norm: float) -> np.ndarray:
+def _random_vector(rng: np.random.Generator, max_norm: float) -> Array:
     direction = rng.normal(size=3)
     direction /= max(float(np.linalg.norm(direction)), 1e-6)
     return direction * rng.uniform(0.0, max_norm)

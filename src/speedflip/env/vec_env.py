@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from speedflip._types import Array
 from speedflip.config import EnvConfig
 from speedflip.env import conditions
 from speedflip.env import layout as L
@@ -26,11 +27,11 @@ from speedflip.env.states import STATE_SETTERS
 class StepResult:
     """What one ``step`` returns, every array with one row per agent."""
 
-    obs: np.ndarray  # [N, obs_dim]: observations to act on next (after any reset)
-    rewards: np.ndarray  # [N]
-    terminated: np.ndarray  # [N] bool: a goal ended the episode (no bootstrap)
-    truncated: np.ndarray  # [N] bool: a time limit ended it (bootstrap from final_obs)
-    final_obs: np.ndarray  # [N, obs_dim]: the last observation of ended episodes (rows where done)
+    obs: Array  # [N, obs_dim]: observations to act on next (after any reset)
+    rewards: Array  # [N]
+    terminated: Array  # [N] bool: a goal ended the episode (no bootstrap)
+    truncated: Array  # [N] bool: a time limit ended it (bootstrap from final_obs)
+    final_obs: Array  # [N, obs_dim]: the last observation of ended episodes (rows where done)
     episodes: list[dict[str, float]] = field(default_factory=list)  # one per arena that finished
 
 
@@ -82,7 +83,7 @@ class RocketLeagueVecEnv:
         return self.arenas.state
 
     # ------------------------------------------------------------------ reset
-    def _reset_arenas(self, ids: np.ndarray) -> None:
+    def _reset_arenas(self, ids: Array) -> None:
         for k in ids.tolist():
             name = self.setter_names[int(self.rng.choice(len(self.setter_names), p=self.setter_probs))]
             STATE_SETTERS[name](self.arenas.arenas[k], self.arenas.cars[k], self.rng)
@@ -99,13 +100,13 @@ class RocketLeagueVecEnv:
         obs = self.obs.reshape(self.num_arenas, self.num_cars, self.obs_dim)
         obs[ids] = self.obs_builder.build(sub, self.prev_controls[ids]).reshape(len(ids), self.num_cars, -1)
 
-    def reset(self) -> np.ndarray:
+    def reset(self) -> Array:
         """Start a new episode in every arena; returns observations ``[N, obs_dim]``."""
         self._reset_arenas(np.arange(self.num_arenas))
         return self.obs.copy()
 
     # ------------------------------------------------------------------ step
-    def step(self, actions: np.ndarray) -> StepResult:
+    def step(self, actions: Array) -> StepResult:
         """One decision for every agent, ``tick_skip`` physics ticks for every arena."""
         K, C = self.num_arenas, self.num_cars
         idx = self.actions.check(actions, self.num_agents)
@@ -146,7 +147,9 @@ class RocketLeagueVecEnv:
                     {
                         "return": float(self.episode_returns[k].mean()),
                         "length_seconds": float(seconds),
-                        "touches_per_minute": float(self.episode_touches[k].mean() * 60.0 / max(seconds, 1e-6)),
+                        "touches_per_minute": float(
+                            self.episode_touches[k].mean() * 60.0 / max(seconds, 1e-6)
+                        ),
                         "goal": float(terminated[k]),
                     }
                 )

@@ -28,7 +28,9 @@ def mlp(in_dim: int, hidden: list[int], out_dim: int, out_gain: float) -> nn.Seq
 class ActorCritic(nn.Module):
     """A policy MLP (logits over the action table) and a separate critic MLP (state value)."""
 
-    def __init__(self, obs_dim: int, num_actions: int, policy_layers: list[int], critic_layers: list[int]) -> None:
+    def __init__(
+        self, obs_dim: int, num_actions: int, policy_layers: list[int], critic_layers: list[int]
+    ) -> None:
         super().__init__()
         self.obs_dim = obs_dim
         self.num_actions = num_actions
@@ -36,9 +38,12 @@ class ActorCritic(nn.Module):
         self.critic = mlp(obs_dim, critic_layers, 1, out_gain=1.0)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(obs).squeeze(-1)
+        value: torch.Tensor = self.critic(obs)
+        return value.squeeze(-1)
 
-    def act(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def act(
+        self, obs: torch.Tensor, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample actions; returns ``(actions, log_probs, values)``."""
         logits = self.policy(obs)
         dist = Categorical(logits=logits)

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from speedflip._types import Array
 from speedflip.train.jsonsafe import dumps
 
 FORMAT_VERSION = 1
@@ -189,9 +190,9 @@ def load_checkpoint(path: Path) -> Checkpoint:
     return Checkpoint(model, optimizer_tensors, optimizer_meta, state_tensors, meta)
 
 
-def to_numpy_dict(tensors: dict[str, torch.Tensor], prefix: str) -> dict[str, np.ndarray]:
+def to_numpy_dict(tensors: dict[str, torch.Tensor], prefix: str) -> dict[str, Array]:
     return {k[len(prefix) :]: v.numpy() for k, v in tensors.items() if k.startswith(prefix)}
 
 
-def from_numpy_dict(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, torch.Tensor]:
+def from_numpy_dict(arrays: dict[str, Array], prefix: str) -> dict[str, torch.Tensor]:
     return {prefix + k: torch.from_numpy(np.ascontiguousarray(np.asarray(v))) for k, v in arrays.items()}

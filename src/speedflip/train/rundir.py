@@ -21,7 +21,9 @@ class ResumePlan:
     archived_to: Path | None = None
 
 
-def compat_signature(obs_dim: int, num_actions: int, policy_layers: list[int], critic_layers: list[int]) -> dict[str, Any]:
+def compat_signature(
+    obs_dim: int, num_actions: int, policy_layers: list[int], critic_layers: list[int]
+) -> dict[str, Any]:
     """What must match for a checkpoint to load into a model."""
     return {
         "obs_dim": obs_dim,
@@ -72,7 +74,11 @@ def prepare_run_dir(run_dir: Path, compat: dict[str, Any], new: bool) -> ResumeP
             skipped.append(str(err))
             continue
         theirs = meta.get("compat", {})
-        diff = [f"{k}: checkpoint {theirs.get(k)!r} vs config {v!r}" for k, v in compat.items() if theirs.get(k) != v]
+        diff = [
+            f"{k}: checkpoint {theirs.get(k)!r} vs config {v!r}"
+            for k, v in compat.items()
+            if theirs.get(k) != v
+        ]
         if diff:
             mismatches.append(f"{path.name} ({'; '.join(diff)})")
             skipped.append(f"{path}: incompatible with the current config ({'; '.join(diff)})")

@@ -23,6 +23,7 @@ import torch
 import yaml
 
 from speedflip import __version__
+from speedflip._types import Array
 from speedflip.algos.normalize import ReturnNormalizer, RunningMeanStd
 from speedflip.algos.ppo import Batch, compute_gae, ppo_update
 from speedflip.config import Config, config_to_dict
@@ -109,10 +110,10 @@ class Trainer:
         )
 
     # ------------------------------------------------------------------ helpers
-    def _normalize(self, obs: np.ndarray) -> np.ndarray:
+    def _normalize(self, obs: Array) -> Array:
         return self.obs_rms.normalize(obs) if self.cfg.ppo.normalize_obs else obs
 
-    def _tensor(self, array: np.ndarray) -> torch.Tensor:
+    def _tensor(self, array: Array) -> torch.Tensor:
         return torch.as_tensor(array, device=self.device)
 
     def learning_rate(self) -> float:
@@ -123,7 +124,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ collect
     @torch.no_grad()
-    def collect(self) -> tuple[Batch, np.ndarray, RolloutStats]:
+    def collect(self) -> tuple[Batch, Array, RolloutStats]:
         """Run ``num_steps`` steps in every arena; returns the batch, the raw observations and stats."""
         T, N, D = self.cfg.ppo.num_steps, self.env.num_agents, self.env.obs_dim
         raw_obs = np.zeros((T, N, D), np.float32)
@@ -137,7 +138,11 @@ class Trainer:
         truncation_values = np.zeros((T, N), np.float32)
         episode_returns: list[float] = []
         episode_lengths: list[float] = []
-        touches0, seconds0, goals0 = self.env.total_touches, self.env.total_agent_seconds, self.env.total_goals
+        touches0, seconds0, goals0 = (
+            self.env.total_touches,
+            self.env.total_agent_seconds,
+            self.env.total_goals,
+        )
         reward_sums: dict[str, float] = {}
         raw_reward_sum = 0.0
         start = time.perf_counter()
@@ -195,7 +200,7 @@ class Trainer:
         return batch, raw_obs, stats
 
     # ------------------------------------------------------------------ update
-    def update(self, batch: Batch, raw_obs: np.ndarray | None = None) -> dict[str, float]:
+    def update(self, batch: Batch, raw_obs: Array | None = None) -> dict[str, float]:
         """One PPO update on ``batch``; then fold the rollout's raw observations into the normalizer."""
         for group in self.optimizer.param_groups:
             group["lr"] = self.learning_rate()
@@ -285,7 +290,11 @@ def write_resolved_config(cfg: Config, run_dir: Path) -> None:
 
 
 def summarize_iteration(
-    trainer: Trainer, stats: RolloutStats, metrics: dict[str, float], learn_seconds: float, wall_seconds: float
+    trainer: Trainer,
+    stats: RolloutStats,
+    metrics: dict[str, float],
+    learn_seconds: float,
+    wall_seconds: float,
 ) -> dict[str, Any]:
     """One flat record per iteration for JSONL, TensorBoard and the console."""
     total_seconds = stats.collect_seconds + learn_seconds
@@ -294,8 +303,12 @@ def summarize_iteration(
         "iteration": trainer.iteration,
         "sps": stats.steps / max(total_seconds, 1e-9),
         "wall_seconds": wall_seconds,
-        "charts/episode_reward_mean": float(np.mean(stats.episode_returns)) if stats.episode_returns else None,
-        "charts/episode_length_seconds": float(np.mean(stats.episode_lengths)) if stats.episode_lengths else None,
+        "charts/episode_reward_mean": float(np.mean(stats.episode_returns))
+        if stats.episode_returns
+        else None,
+        "charts/episode_length_seconds": float(np.mean(stats.episode_lengths))
+        if stats.episode_lengths
+        else None,
         "charts/episodes": len(stats.episode_returns),
         "charts/touches_per_minute": stats.touches_per_minute,
         "charts/goals_per_minute": stats.goals_per_minute,
