@@ -22,7 +22,7 @@ train: venv
 	$(BIN)/speedflip train --preset quick --run-dir $(RUN_DIR)
 
 test: venv
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -m "not slow"
 
