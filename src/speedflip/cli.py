@@ -13,10 +13,11 @@ from speedflip import __version__
 from speedflip.config import ConfigError, preset_names, resolve_config
 from speedflip.env.actions import ActionError
 from speedflip.env.sim import SimSetupError
+from speedflip.selfplay.league import LeagueError
 from speedflip.train.checkpoint import CheckpointError
 from speedflip.train.rundir import RunDirError
 
-USER_ERRORS = (ConfigError, RunDirError, CheckpointError, SimSetupError, ActionError)
+USER_ERRORS = (ConfigError, RunDirError, CheckpointError, SimSetupError, ActionError, LeagueError)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,6 +36,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--resume", metavar="RUN_DIR", help="resume this run directory (same as --run-dir)")
 
+    ev = sub.add_parser("eval", help="rated head-to-head match between two players")
+    ev.add_argument("a", help="run dir, checkpoint folder, or rule / random / idle")
+    ev.add_argument("b", help="the opponent, same forms as A")
+    ev.add_argument("--games", type=int, default=20, help="games, played in parallel arenas (default 20)")
+    ev.add_argument("--team-size", type=int, default=1, choices=(1, 2, 3), help="cars per team (default 1)")
+    ev.add_argument(
+        "--game-seconds", type=float, default=120.0, help="simulated seconds per game (default 120)"
+    )
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument(
+        "--deterministic", action="store_true", help="neural players take their most likely action"
+    )
+    ev.add_argument("--league", help="league.json to update (default: A's run dir, else runs/league.json)")
+    ev.add_argument("--json", help="write the match summary to this JSON file")
+
+    lg = sub.add_parser("league", help="print a league's Elo table and write a rating plot")
+    lg.add_argument("run", help="a run directory (its league.json) or a league.json path")
+    lg.add_argument("--plot", help="PNG path for the rating-over-games plot (default beside league.json)")
     return parser
 
 
@@ -52,6 +71,17 @@ def main(argv: list[str] | None = None) -> int:
             cfg = resolve_config(args.preset, args.config, args.set)
             run_dir = Path(args.resume or args.run_dir or f"runs/{args.preset or 'quick'}")
             return train(cfg, run_dir, new=args.new, console=console)
+        if args.command == "eval":
+            from speedflip.selfplay.evaluate import run_eval
+
+            return run_eval(
+                args.a, args.b, args.games, args.team_size, args.game_seconds, args.seed,
+                args.deterministic, args.league, args.json, console,
+            )  # fmt: skip
+        if args.command == "league":
+            from speedflip.selfplay.evaluate import run_league
+
+            return run_league(args.run, args.plot, console)
     except USER_ERRORS as err:
         Console(stderr=True).print(Text.assemble(("error: ", "bold red"), str(err)))
         return 2

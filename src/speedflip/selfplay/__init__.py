@@ -1,0 +1,1 @@
+"""Self-play: ratings, scripted and frozen opponents, head-to-head matches."""

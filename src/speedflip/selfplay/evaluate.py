@@ -1,0 +1,146 @@
+"""``speedflip eval A B`` and ``speedflip league RUN``: rated head-to-head matches and the table."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from speedflip.env.vec_env import RocketLeagueVecEnv
+from speedflip.selfplay.league import League, append_games
+from speedflip.selfplay.match import match_env_config, play_match, summarize
+from speedflip.selfplay.policies import NeuralPolicy, resolve_policy
+from speedflip.train.jsonsafe import dumps
+
+BUILTIN = ("rule", "random", "idle")
+
+
+def league_dir_for(spec_a: str, league_path: str | None) -> Path:
+    """Where ratings go: ``--league``, else run A's folder, else ``runs/``."""
+    if league_path:
+        return Path(league_path)
+    a = Path(spec_a)
+    if spec_a not in BUILTIN and a.is_dir() and (a / "checkpoints").is_dir():
+        return a / "league.json"
+    return Path("runs") / "league.json"
+
+
+def run_eval(
+    spec_a: str,
+    spec_b: str,
+    games: int,
+    team_size: int,
+    game_seconds: float,
+    seed: int,
+    deterministic: bool,
+    league_path: str | None,
+    json_path: str | None,
+    console: Console,
+) -> int:
+    if games < 2:
+        raise ValueError("--games must be at least 2 (sides are swapped between the two halves)")
+    env = RocketLeagueVecEnv(match_env_config(games, team_size, game_seconds), seed=seed)
+    try:
+        policy_a = resolve_policy(
+            spec_a, env.obs_dim, env.actions.table, seed=seed, deterministic=deterministic
+        )
+        policy_b = resolve_policy(
+            spec_b, env.obs_dim, env.actions.table, seed=seed + 1, deterministic=deterministic
+        )
+        console.print(
+            f"{policy_a.name} vs {policy_b.name}: {games} games of {game_seconds:g} s, {team_size}v{team_size}, "
+            "sides swapped halfway"
+        )
+        results = play_match(env, policy_a, policy_b, game_seconds)
+    finally:
+        env.close()
+    summary = summarize(results)
+
+    league = League.load(league_dir_for(spec_a, league_path))
+    for policy in (policy_a, policy_b):
+        if isinstance(policy, NeuralPolicy):
+            league.player(policy.name, step=policy.global_step, path=str(policy.path))
+        else:
+            league.player(policy.name)
+    before = (league.player(policy_a.name).rating, league.player(policy_b.name).rating)
+    step = policy_a.global_step if isinstance(policy_a, NeuralPolicy) else None
+    rows = []
+    for r in results:
+        league.record(policy_a.name, policy_b.name, r.score_a)
+        rows.append({**r.as_dict(), "step": step, "player_a": policy_a.name, "player_b": policy_b.name,
+                     "team_size": team_size})  # fmt: skip
+    league.save()
+    append_games(league.path.with_name("games.csv"), rows)
+    after = (league.player(policy_a.name).rating, league.player(policy_b.name).rating)
+
+    table = Table(title=f"{policy_a.name} (A) vs {policy_b.name} (B)", title_justify="left")
+    for col in ("", "A", "B"):
+        table.add_column(col)
+    table.add_row("wins / draws / losses (A)", f"{summary.wins} / {summary.draws} / {summary.losses}", "")
+    table.add_row(
+        "A score rate (95% CI)",
+        f"{summary.score_rate:.2f} ({summary.interval_low:.2f}-{summary.interval_high:.2f})",
+        "",
+    )
+    table.add_row("goals", str(summary.goals_a), str(summary.goals_b))
+    table.add_row("shots", str(summary.shots_a), str(summary.shots_b))
+    table.add_row("saves", str(summary.saves_a), str(summary.saves_b))
+    table.add_row("touches", str(summary.touches_a), str(summary.touches_b))
+    table.add_row("Elo", f"{before[0]:.0f} -> {after[0]:.0f}", f"{before[1]:.0f} -> {after[1]:.0f}")
+    console.print(table)
+    console.print(f"ratings: {league.path}, games: {league.path.with_name('games.csv')}")
+    if json_path:
+        payload = {
+            "player_a": policy_a.name,
+            "player_b": policy_b.name,
+            **asdict(summary),
+            "elo_a": after[0],
+            "elo_b": after[1],
+            "games_detail": [r.as_dict() for r in results],
+        }
+        Path(json_path).write_text(dumps(payload, indent=2))
+    return 0
+
+
+def run_league(run: str, plot: str | None, console: Console) -> int:
+    path = Path(run) / "league.json" if Path(run).is_dir() else Path(run)
+    if not path.exists():
+        console.print(f"no league table at {path} yet: rate checkpoints with `speedflip eval {run} rule`")
+        return 1
+    league = League.load(path)
+    table = Table(title=f"league {path}", title_justify="left")
+    for col in ("rank", "player", "Elo", "games", "step"):
+        table.add_column(col)
+    for rank, p in enumerate(league.table(), 1):
+        table.add_row(
+            str(rank), p.name, f"{p.rating:.0f}", str(p.games), "-" if p.step is None else f"{p.step:,}"
+        )
+    console.print(table)
+    out = Path(plot) if plot else path.with_name("league.png")
+    if write_plot(league, out):
+        console.print(f"rating plot: {out}")
+    return 0
+
+
+def write_plot(league: League, out: Path) -> bool:
+    """Ratings over games played, one line per player (PNG via matplotlib's Agg backend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for p in league.table():
+        if p.history:
+            games, ratings = zip(*p.history, strict=True)
+            ax.plot(games, ratings, label=f"{p.name} ({p.rating:.0f})")
+    ax.set_xlabel("games played")
+    ax.set_ylabel("Elo")
+    ax.legend(loc="best", fontsize="small")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return True

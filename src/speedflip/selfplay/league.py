@@ -1,0 +1,132 @@
+"""The league file (``league.json``: players and Elo ratings) and the game log (``games.csv``).
+
+The rule-based bot is the fixed reference: its rating stays at 1000 so that ratings from
+different runs and days are on one scale.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from speedflip.selfplay import elo
+
+REFERENCE_PLAYER = "rule"
+GAMES_FIELDS = [
+    "time", "step", "player_a", "player_b", "team_size", "goals_a", "goals_b", "score_a",
+    "a_is_blue", "touches_a", "touches_b", "shots_a", "shots_b", "saves_a", "saves_b", "seconds",
+]  # fmt: skip
+
+
+class LeagueError(RuntimeError):
+    """A league file that cannot be read; the message says how to recover."""
+
+
+@dataclass
+class Player:
+    name: str
+    rating: float = elo.INITIAL_RATING
+    games: int = 0
+    step: int | None = None
+    path: str | None = None
+    history: list[tuple[int, float]] = field(default_factory=list)  # (games played, rating)
+
+
+@dataclass
+class League:
+    """Players and ratings, saved atomically to ``league.json``."""
+
+    path: Path
+    players: dict[str, Player] = field(default_factory=dict)
+    k_factor: float = elo.DEFAULT_K
+
+    @classmethod
+    def load(cls, path: Path) -> League:
+        if not path.exists():
+            league = cls(path)
+            league.player(REFERENCE_PLAYER)
+            return league
+        try:
+            data = json.loads(path.read_text())
+            players = {
+                name: Player(
+                    name=name,
+                    rating=float(p["rating"]),
+                    games=int(p.get("games", 0)),
+                    step=p.get("step"),
+                    path=p.get("path"),
+                    history=[(int(g), float(r)) for g, r in p.get("history", [])],
+                )
+                for name, p in data["players"].items()
+            }
+            return cls(path, players, float(data.get("k_factor", elo.DEFAULT_K)))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, UnicodeDecodeError) as err:
+            raise LeagueError(
+                f"league file '{path}' is corrupt ({err}). It was left as it is; move it aside "
+                f"(e.g. mv {path} {path}.bad) to start a new table, or restore it from a backup."
+            ) from None
+
+    def player(self, name: str, step: int | None = None, path: str | None = None) -> Player:
+        if name not in self.players:
+            self.players[name] = Player(name, step=step, path=path)
+        return self.players[name]
+
+    def record(self, name_a: str, name_b: str, score_a: float) -> None:
+        """Update both ratings for one game; the reference player's rating never moves."""
+        a, b = self.player(name_a), self.player(name_b)
+        new_a, new_b = elo.update(a.rating, b.rating, score_a, self.k_factor)
+        if a.name != REFERENCE_PLAYER:
+            a.rating = new_a
+        if b.name != REFERENCE_PLAYER:
+            b.rating = new_b
+        for p in (a, b):
+            p.games += 1
+            p.history.append((p.games, round(p.rating, 2)))
+
+    def save(self) -> None:
+        data: dict[str, Any] = {
+            "k_factor": self.k_factor,
+            "reference": REFERENCE_PLAYER,
+            "players": {
+                name: {
+                    "rating": p.rating,
+                    "games": p.games,
+                    "step": p.step,
+                    "path": p.path,
+                    "history": p.history,
+                }
+                for name, p in self.players.items()
+            },
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        tmp.write_text(json.dumps(data, indent=2))
+        os.replace(tmp, self.path)
+
+    def table(self) -> list[Player]:
+        return sorted(self.players.values(), key=lambda p: p.rating, reverse=True)
+
+
+def append_games(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Append rated games to ``games.csv`` (header written once)."""
+    new = not path.exists()
+    if not new:
+        with path.open(newline="") as f:
+            header = next(csv.reader(f), None)
+        if header != GAMES_FIELDS:
+            raise LeagueError(
+                f"'{path}' does not have the games.csv header speedflip writes; it was left untouched. "
+                f"Move it aside (mv {path} {path}.bad) and run again."
+            )
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=GAMES_FIELDS)
+        if new:
+            writer.writeheader()
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        for row in rows:
+            writer.writerow({"time": stamp, **{k: row.get(k) for k in GAMES_FIELDS if k != "time"}})

@@ -1,0 +1,151 @@
+"""Policies that can drive cars in a match: trained checkpoints, the rule bot, random, idle.
+
+Every policy maps ``(obs [N, D], state, car_teams)`` to lookup-table indices ``[N]`` for all
+agents; a match then takes the rows that belong to each side.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import torch
+from safetensors.torch import load_file
+
+from speedflip._types import Array
+from speedflip.algos.normalize import RunningMeanStd
+from speedflip.env.arenas import GameArrays
+from speedflip.models.mlp import ActorCritic
+from speedflip.selfplay.rule_policy import RulePolicy
+from speedflip.train.checkpoint import CheckpointError, list_checkpoints, to_numpy_dict, verify_checkpoint
+
+
+class Policy(Protocol):
+    """Anything that picks an action index for every agent."""
+
+    name: str
+
+    def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array: ...
+
+
+@dataclass
+class IdlePolicy:
+    """Never touches the controls (the all-zero table row)."""
+
+    neutral_index: int
+    name: str = "idle"
+
+    def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array:
+        return np.full(obs.shape[0], self.neutral_index, np.int64)
+
+
+@dataclass
+class RandomPolicy:
+    """Uniformly random table rows (seeded)."""
+
+    num_actions: int
+    rng: np.random.Generator
+    name: str = "random"
+
+    def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array:
+        return self.rng.integers(0, self.num_actions, obs.shape[0])
+
+
+@dataclass
+class ScriptedPolicy:
+    """The rule-based baseline (:class:`RulePolicy`)."""
+
+    rules: RulePolicy
+    name: str = "rule"
+
+    def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array:
+        return self.rules.act(state, car_teams)
+
+
+class NeuralPolicy:
+    """A frozen policy network loaded from a checkpoint (weights + observation normalizer)."""
+
+    def __init__(
+        self, path: Path, obs_dim: int, num_actions: int, deterministic: bool = False, seed: int = 0
+    ) -> None:
+        meta = verify_checkpoint(path)
+        compat = meta.get("compat", {})
+        if compat.get("obs_dim") != obs_dim or compat.get("num_actions") != num_actions:
+            raise CheckpointError(
+                f"{path}: trained with obs size {compat.get('obs_dim')} and {compat.get('num_actions')} actions, "
+                f"but this match needs obs size {obs_dim} and {num_actions} actions; play it at the team "
+                "size it was trained for (--team-size) or use a checkpoint of a matching run"
+            )
+        self.path = path
+        self.name = _describe(path, meta)
+        self.global_step = int(meta.get("global_step", 0))
+        self.model = ActorCritic(obs_dim, num_actions, compat["policy_layers"], compat["critic_layers"])
+        self.model.load_state_dict(load_file(str(path / "model.safetensors")))
+        self.model.eval()
+        state = load_file(str(path / "state.safetensors"))
+        self.obs_rms = RunningMeanStd((obs_dim,))
+        self.obs_rms.load_state_dict(to_numpy_dict(state, "obs_rms."))
+        config = meta.get("config", {})
+        self.normalize_obs = bool(config.get("ppo", {}).get("normalize_obs", True))
+        self.deterministic = deterministic
+        self.generator = torch.Generator().manual_seed(seed)
+
+    @torch.no_grad()
+    def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array:
+        x = self.obs_rms.normalize(obs) if self.normalize_obs else obs
+        logits = self.model.policy(torch.as_tensor(x))
+        if self.deterministic:
+            return logits.argmax(-1).numpy()
+        probs = torch.softmax(logits, -1)
+        out: Array = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1).numpy()
+        return out
+
+
+def _describe(path: Path, meta: dict[str, object]) -> str:
+    run = path.parent.parent.name if path.parent.name in ("checkpoints",) else path.parent.name
+    return f"{run}@{meta.get('global_step')}"
+
+
+def find_checkpoint(spec: str) -> Path:
+    """A run dir (its newest good checkpoint), a checkpoint folder, or a milestone folder."""
+    path = Path(spec)
+    if not path.exists():
+        raise CheckpointError(
+            f"'{spec}' is neither a policy name (rule, random, idle) nor an existing run directory or checkpoint"
+        )
+    if (path / "meta.json").is_file():
+        return path
+    reasons = []
+    for candidate in list_checkpoints(path / "checkpoints"):
+        try:
+            verify_checkpoint(candidate)
+            return candidate
+        except CheckpointError as err:
+            reasons.append(str(err))
+    detail = f" ({' | '.join(reasons)})" if reasons else ""
+    raise CheckpointError(f"'{spec}' holds no usable checkpoint{detail}")
+
+
+def resolve_policy(
+    spec: str, obs_dim: int, table: Array, seed: int = 0, deterministic: bool = False
+) -> Policy:
+    """Turn a command-line policy spec into a :class:`Policy`."""
+    num_actions = int(table.shape[0])
+    if spec == "rule":
+        return ScriptedPolicy(RulePolicy(table))
+    if spec == "random":
+        return RandomPolicy(num_actions, np.random.default_rng(seed))
+    if spec == "idle":
+        neutral = np.flatnonzero(np.all(table == 0.0, axis=1))
+        if neutral.size == 0:
+            raise ValueError("the action table has no all-zero row for the idle policy")
+        return IdlePolicy(int(neutral[0]))
+    return NeuralPolicy(find_checkpoint(spec), obs_dim, num_actions, deterministic=deterministic, seed=seed)
+
+
+def checkpoint_meta(path: Path) -> dict[str, object]:
+    data: dict[str, object] = json.loads((path / "meta.json").read_text())
+    return data
