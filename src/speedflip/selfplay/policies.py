@@ -98,7 +98,8 @@ class NeuralPolicy:
         x = self.obs_rms.normalize(obs) if self.normalize_obs else obs
         logits = self.model.policy(torch.as_tensor(x))
         if self.deterministic:
-            return logits.argmax(-1).numpy()
+            best: Array = logits.argmax(-1).numpy()
+            return best
         probs = torch.softmax(logits, -1)
         out: Array = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1).numpy()
         return out
