@@ -10,7 +10,7 @@ import difflib
 import getpass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -128,6 +128,15 @@ class RunConfig(_Strict):
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")
     num_threads: int = Field(0, ge=0, description="physics threads; 0 = one per CPU core")
     torch_threads: int = Field(0, ge=0, description="torch intra-op threads; 0 = one per CPU core")
+    collector: Literal["auto", "inprocess", "multiprocess"] = Field(
+        "auto",
+        description="rollout collection backend: 'inprocess' (physics threads in this process), "
+        "'multiprocess' (worker processes over shared memory), 'auto' (inprocess below 4 CPU "
+        "cores, multiprocess from 4; see docs/performance.md)",
+    )
+    num_workers: int = Field(
+        0, ge=0, description="worker processes of the multiprocess collector; 0 = auto (cores - 1)"
+    )
     owner: str = Field(default_factory=lambda: _os_user())
     tensorboard: bool = True
 

@@ -3,6 +3,11 @@
 Agents are rows ``k * C + c`` (arena ``k``, car ``c``; blue cars first). ``step`` takes one action
 index per agent and returns observations, rewards and done flags for all agents; arenas whose
 episode ended are reset at once and their final observation is returned for bootstrapping.
+
+Every arena draws its resets from its own random stream, ``np.random.default_rng([seed, index])``
+with ``index`` the arena's *global* index (``arena_offset + k``). A process that owns arenas
+``[a, b)`` of a larger pool (the multi-process collector) therefore replays exactly the resets the
+single-process env would make for those arenas.
 """
 
 from __future__ import annotations
@@ -38,8 +43,12 @@ class StepResult:
 class RocketLeagueVecEnv:
     """Self-play soccar over ``num_arenas`` arenas of ``blue_size`` vs ``orange_size`` cars."""
 
-    def __init__(self, cfg: EnvConfig, seed: int = 0, num_threads: int = 1) -> None:
+    def __init__(self, cfg: EnvConfig, seed: int = 0, num_threads: int = 1, arena_offset: int = 0) -> None:
+        if arena_offset < 0:
+            raise ValueError("arena_offset must be >= 0")
         self.cfg = cfg
+        self.seed = seed
+        self.arena_offset = arena_offset
         self.arenas = Arenas(
             num_arenas=cfg.num_arenas,
             blue_size=cfg.blue_size,
@@ -61,7 +70,7 @@ class RocketLeagueVecEnv:
         self.setter_names = [n for n, w in cfg.state_setters.items() if w > 0]
         weights = np.array([cfg.state_setters[n] for n in self.setter_names], np.float64)
         self.setter_probs = weights / weights.sum()
-        self.rng = np.random.default_rng(seed)
+        self.rngs = self._seeded_streams(seed)
         self.timeout_ticks = round(cfg.timeout_seconds * L.TICK_RATE)
         self.no_touch_ticks = round(cfg.no_touch_timeout_seconds * L.TICK_RATE)
 
@@ -85,8 +94,9 @@ class RocketLeagueVecEnv:
     # ------------------------------------------------------------------ reset
     def _reset_arenas(self, ids: Array) -> None:
         for k in ids.tolist():
-            name = self.setter_names[int(self.rng.choice(len(self.setter_names), p=self.setter_probs))]
-            STATE_SETTERS[name](self.arenas.arenas[k], self.arenas.cars[k], self.rng)
+            rng = self.rngs[k]
+            name = self.setter_names[int(rng.choice(len(self.setter_names), p=self.setter_probs))]
+            STATE_SETTERS[name](self.arenas.arenas[k], self.arenas.cars[k], rng)
             self.arenas.release_controls(k)
             self.arenas._read(k)
         state = self.arenas.state
@@ -163,10 +173,44 @@ class RocketLeagueVecEnv:
             episodes=episodes,
         )
 
+    # ------------------------------------------------------------------ RNG state
+    def _seeded_streams(self, seed: int) -> list[np.random.Generator]:
+        return [np.random.default_rng([seed, self.arena_offset + k]) for k in range(self.num_arenas)]
+
+    def get_rng_state(self) -> dict[str, Any]:
+        """The reset streams of every arena as JSON-able data (for checkpoints)."""
+        return {
+            "format": "per-arena-v1",
+            "arena_offset": self.arena_offset,
+            "arenas": [rng.bit_generator.state for rng in self.rngs],
+        }
+
+    def set_rng_state(self, state: dict[str, Any]) -> None:
+        """Restore streams saved by :meth:`get_rng_state`.
+
+        Arenas beyond the saved ones (the run now has more arenas) keep their freshly seeded
+        streams. A legacy single-stream state (a numpy ``bit_generator.state`` dict) reseeds every
+        arena's stream from one number drawn from it, so old checkpoints still resume deterministically.
+        """
+        if "bit_generator" in state:
+            legacy = np.random.default_rng()
+            legacy.bit_generator.state = state
+            self.rngs = self._seeded_streams(int(legacy.integers(0, 2**63 - 1)))
+            return
+        if state.get("format") != "per-arena-v1":
+            raise ValueError(f"unknown RNG state format {state.get('format')!r}; expected 'per-arena-v1'")
+        saved = state["arenas"]
+        first = self.arena_offset - int(state.get("arena_offset", 0))
+        for k, rng in enumerate(self.rngs):
+            if 0 <= first + k < len(saved):
+                rng.bit_generator.state = saved[first + k]
+
     def reward_means(self) -> dict[str, float]:
+        """Mean of every reward component over all agents in the last step."""
         return dict(self.reward_fn.last_means)
 
     def describe(self) -> dict[str, Any]:
+        """A summary for the start-of-run table."""
         return {
             "arenas": self.num_arenas,
             "agents": self.num_agents,
@@ -178,4 +222,5 @@ class RocketLeagueVecEnv:
         }
 
     def close(self) -> None:
+        """Stop the physics threads."""
         self.arenas.close()

@@ -26,8 +26,8 @@ from speedflip import __version__
 from speedflip._types import Array
 from speedflip.algos.normalize import ReturnNormalizer, RunningMeanStd
 from speedflip.algos.ppo import Batch, compute_gae, ppo_update
+from speedflip.collect import make_vec_env
 from speedflip.config import Config, config_to_dict
-from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.models.mlp import ActorCritic
 from speedflip.train.checkpoint import (
     Checkpoint,
@@ -94,7 +94,7 @@ class Trainer:
         torch.set_num_threads(cfg.run.torch_threads or cores)
         torch.manual_seed(cfg.run.seed)
         self.device = resolve_device(cfg.run.device)
-        self.env = RocketLeagueVecEnv(cfg.env, seed=cfg.run.seed, num_threads=cfg.run.num_threads or cores)
+        self.env = make_vec_env(cfg, seed=cfg.run.seed)
         self.model = ActorCritic(
             self.env.obs_dim, self.env.num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers
         ).to(self.device)
@@ -224,7 +224,7 @@ class Trainer:
         meta = {
             "iteration": self.iteration,
             "compat": self.compat,
-            "numpy_rng": self.env.rng.bit_generator.state,
+            "numpy_rng": self.env.get_rng_state(),
             "num_agents": self.env.num_agents,
             "config": config_to_dict(self.cfg),
             "config_hash": config_hash(self.cfg),
@@ -253,7 +253,7 @@ class Trainer:
             self.return_norm.returns = returns.astype(np.float64).copy()
         torch.set_rng_state(ckpt.state_tensors["rng.torch"])
         self.generator.set_state(ckpt.state_tensors["rng.generator"])
-        self.env.rng.bit_generator.state = ckpt.meta["numpy_rng"]
+        self.env.set_rng_state(ckpt.meta["numpy_rng"])
         self.global_step = int(ckpt.meta["global_step"])
         self.iteration = int(ckpt.meta["iteration"])
 

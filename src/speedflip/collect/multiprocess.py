@@ -1,0 +1,401 @@
+"""The multi-process collector: worker processes own the arenas, shared memory carries the data.
+
+Each worker runs a :class:`~speedflip.env.vec_env.RocketLeagueVecEnv` over a contiguous slice of the
+arena pool (physics, observations, rewards, done flags, resets) and writes its results into one
+preallocated shared-memory block; the parent writes the actions there and does one batched policy
+forward for every agent. Per step the only messages are one command byte to each worker and one
+reply byte back: no arrays are pickled and no sockets carry data.
+
+It has the same interface as ``RocketLeagueVecEnv`` and, given the same seed and actions, returns
+exactly the same trajectories (each arena draws its resets from its own seeded stream).
+
+Failures are never a hang: every wait watches the worker processes' sentinels and has a timeout. A
+worker that raises sends its traceback before exiting; a worker that dies (killed, segfault) is
+reported with its exit code; a worker that does not answer within ``timeout`` seconds is named in
+a :class:`CollectorTimeoutError`. After any of these the collector shuts down its workers and frees
+the shared memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+import weakref
+from collections.abc import Iterator
+from multiprocessing import shared_memory
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import Any, NoReturn
+
+import numpy as np
+
+from speedflip._types import Array
+from speedflip.collect.shared import EPISODE_FIELDS, SharedArrays, make_layout
+from speedflip.collect.worker import (
+    CMD_CLOSE,
+    CMD_GET_RNG,
+    CMD_RESET,
+    CMD_SET_RNG,
+    CMD_STEP,
+    REPLY_ERROR,
+    THREAD_ENV_VARS,
+    WorkerSpec,
+    worker_main,
+)
+from speedflip.config import EnvConfig
+from speedflip.env.actions import LookupTableAction
+from speedflip.env.obs import DefaultObs
+from speedflip.env.vec_env import StepResult
+
+
+class CollectorError(RuntimeError):
+    """A collector worker failed; the message names the worker and says what happened."""
+
+
+class WorkerFailedError(CollectorError):
+    """A worker raised an exception or died."""
+
+
+class CollectorTimeoutError(CollectorError):
+    """A worker did not answer in time (stuck, or the machine is badly overloaded)."""
+
+
+def default_start_method() -> str:
+    """``forkserver`` on Linux (safe with the parent's torch and physics threads, quick to start),
+    ``spawn`` elsewhere (Windows has nothing else; macOS' fork is unsafe with system frameworks)."""
+    if sys.platform.startswith("linux") and "forkserver" in mp.get_all_start_methods():
+        return "forkserver"
+    return "spawn"
+
+
+def _context(method: str) -> mp.context.SpawnContext | mp.context.ForkServerContext | mp.context.ForkContext:
+    if method == "spawn":
+        return mp.get_context("spawn")
+    if method == "forkserver":
+        return mp.get_context("forkserver")
+    if method == "fork":
+        return mp.get_context("fork")
+    raise ValueError(f"unknown start method {method!r}; use 'spawn', 'forkserver' or 'fork'")
+
+
+@contextlib.contextmanager
+def _thread_env(threads: int) -> Iterator[None]:
+    """Set the BLAS/OpenMP thread variables while workers start, so a new interpreter (spawn, or the
+    forkserver) reads them before it imports numpy; restore the parent's values afterwards."""
+    saved = {var: os.environ.get(var) for var in THREAD_ENV_VARS}
+    for var in THREAD_ENV_VARS:
+        os.environ[var] = str(threads)
+    try:
+        yield
+    finally:
+        for var, value in saved.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+
+
+def _shutdown(procs: list[BaseProcess], conns: list[Connection], shm: shared_memory.SharedMemory | None) -> None:
+    """Stop workers (politely, then by force) and free the shared memory. Safe to call twice."""
+    for proc, conn in zip(procs, conns, strict=False):
+        if proc.is_alive():
+            with contextlib.suppress(OSError):
+                conn.send_bytes(CMD_CLOSE)
+    deadline = time.monotonic() + 5.0
+    for proc in procs:
+        proc.join(timeout=max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout=2.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=2.0)
+    for conn in conns:
+        conn.close()
+    procs.clear()
+    conns.clear()
+    if shm is not None:
+        with contextlib.suppress(FileNotFoundError):
+            shm.unlink()
+        with contextlib.suppress(BufferError):
+            shm.close()
+
+
+class MultiProcessVecEnv:
+    """``num_workers`` processes, each owning a contiguous share of ``cfg.num_arenas`` arenas.
+
+    Args:
+        cfg: the environment; ``cfg.num_arenas`` is the total over all workers.
+        seed: reset seed (arena ``k`` uses the stream ``[seed, k]``, as the in-process env does).
+        num_workers: worker processes (at most one per arena).
+        threads_per_worker: physics threads inside each worker.
+        start_method: ``"spawn"``, ``"forkserver"`` or ``"fork"``; default :func:`default_start_method`.
+        timeout: seconds a step (or any command) may take before the collector gives up.
+        start_timeout: seconds the workers may take to start and build their arenas.
+    """
+
+    def __init__(
+        self,
+        cfg: EnvConfig,
+        seed: int = 0,
+        num_workers: int = 2,
+        threads_per_worker: int = 1,
+        start_method: str | None = None,
+        timeout: float = 60.0,
+        start_timeout: float = 120.0,
+    ) -> None:
+        if num_workers < 1:
+            raise ValueError("num_workers must be at least 1")
+        if threads_per_worker < 1:
+            raise ValueError("threads_per_worker must be at least 1")
+        self.cfg = cfg
+        self.seed = seed
+        self.timeout = timeout
+        self.start_method = start_method or default_start_method()
+        self.num_arenas = cfg.num_arenas
+        self.num_cars = cfg.num_cars
+        self.num_agents = self.num_arenas * self.num_cars
+        self.num_workers = min(num_workers, self.num_arenas)
+        self.threads_per_worker = threads_per_worker
+        self.car_teams = np.array([0] * cfg.blue_size + [1] * cfg.orange_size, dtype=np.int64)
+        self.actions = LookupTableAction()
+        self.num_actions = self.actions.num_actions
+        self.obs_dim = DefaultObs(cfg.blue_size, cfg.orange_size).obs_dim
+        self.reward_names = [name for name, w in cfg.rewards.items() if w != 0.0]
+        bounds = np.linspace(0, self.num_arenas, self.num_workers + 1).astype(int)
+        self.arena_slices = [(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
+
+        layout, size = make_layout(
+            self.num_agents, self.obs_dim, self.num_arenas, self.num_workers, len(self.reward_names)
+        )
+        self._shm: shared_memory.SharedMemory | None = shared_memory.SharedMemory(create=True, size=size)
+        self._buf: SharedArrays | None = SharedArrays.view(self._shm, layout)
+        self._procs: list[BaseProcess] = []
+        self._conns: list[Connection] = []
+        self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._conns, self._shm)
+        self._arena_weights = np.array([b - a for a, b in self.arena_slices], np.float64)
+        try:
+            self._start(layout)
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ lifecycle
+    def _start(self, layout: list[tuple[str, str, tuple[int, ...], int]]) -> None:
+        assert self._shm is not None
+        ctx = _context(self.start_method)
+        with _thread_env(1):
+            for index, (a, b) in enumerate(self.arena_slices):
+                spec = WorkerSpec(
+                    index=index,
+                    env_cfg=self.cfg.model_copy(update={"num_arenas": b - a}),
+                    seed=self.seed,
+                    arena_start=a,
+                    arena_stop=b,
+                    agent_start=a * self.num_cars,
+                    agent_stop=b * self.num_cars,
+                    num_threads=self.threads_per_worker,
+                    shm_name=self._shm.name,
+                    layout=layout,
+                )
+                parent_end, child_end = ctx.Pipe(duplex=True)
+                proc = ctx.Process(
+                    target=worker_main, args=(spec, child_end), name=f"speedflip-collector-{index}", daemon=True
+                )
+                proc.start()
+                child_end.close()
+                self._procs.append(proc)
+                self._conns.append(parent_end)
+        replies = self._wait_all(self.timeout_for_start, "start")
+        for index, reply in enumerate(replies):
+            if int(reply) != self.obs_dim:
+                raise CollectorError(
+                    f"collector worker {index} builds observations of size {int(reply)}, expected {self.obs_dim}"
+                )
+
+    @property
+    def timeout_for_start(self) -> float:
+        """Seconds allowed for workers to import, build their arenas and report ready."""
+        return max(self.timeout, 120.0)
+
+    @property
+    def pids(self) -> list[int | None]:
+        """Process ids of the workers (for diagnostics and memory accounting)."""
+        return [proc.pid for proc in self._procs]
+
+    def close(self) -> None:
+        """Stop the workers and free the shared memory (idempotent)."""
+        self._buf = None
+        self._finalizer()
+        self._shm = None
+
+    def __enter__(self) -> MultiProcessVecEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ messaging
+    def _describe_worker(self, index: int) -> str:
+        a, b = self.arena_slices[index]
+        pid = self._procs[index].pid if index < len(self._procs) else None
+        return f"collector worker {index} (pid {pid}, arenas {a}..{b - 1})"
+
+    def _send_all(self, message: bytes) -> None:
+        for index, conn in enumerate(self._conns):
+            try:
+                conn.send_bytes(message)
+            except OSError as err:
+                self._fail(WorkerFailedError(f"{self._describe_worker(index)} is gone: {err}"))
+
+    def _fail(self, error: CollectorError) -> NoReturn:
+        self.close()
+        raise error
+
+    def _wait_all(self, timeout: float, what: str) -> list[bytes]:
+        """Wait for one reply from every worker; a dead or silent worker raises, never hangs."""
+        if self._buf is None:
+            raise CollectorError("the collector is closed")
+        replies: list[bytes] = [b""] * len(self._conns)
+        pending = set(range(len(self._conns)))
+        deadline = time.monotonic() + timeout
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                names = ", ".join(self._describe_worker(i) for i in sorted(pending))
+                self._fail(
+                    CollectorTimeoutError(
+                        f"{names} did not answer '{what}' within {timeout:g} s "
+                        "(stuck, or the machine is overloaded); the collector was shut down"
+                    )
+                )
+            conns = {self._conns[i]: i for i in pending}
+            sentinels = {self._procs[i].sentinel: i for i in pending}
+            ready = wait([*conns, *sentinels], timeout=remaining)
+            for obj in ready:
+                if isinstance(obj, Connection):
+                    index = conns[obj]
+                    replies[index] = self._receive(index, what)
+                    pending.discard(index)
+            for obj in ready:
+                if isinstance(obj, int) and sentinels[obj] in pending:
+                    index = sentinels[obj]
+                    if self._conns[index].poll():
+                        replies[index] = self._receive(index, what)  # its last words, or a late reply
+                        pending.discard(index)
+                        continue
+                    self._procs[index].join(timeout=1.0)
+                    code = self._procs[index].exitcode
+                    signal_note = f" (killed by signal {-code})" if code is not None and code < 0 else ""
+                    self._fail(
+                        WorkerFailedError(
+                            f"{self._describe_worker(index)} died during '{what}' with exit code "
+                            f"{code}{signal_note}; the collector was shut down"
+                        )
+                    )
+        return replies
+
+    def _receive(self, index: int, what: str) -> bytes:
+        try:
+            reply = self._conns[index].recv_bytes()
+        except (EOFError, OSError):
+            self._procs[index].join(timeout=1.0)
+            self._fail(
+                WorkerFailedError(
+                    f"{self._describe_worker(index)} closed its pipe during '{what}' "
+                    f"(exit code {self._procs[index].exitcode}); the collector was shut down"
+                )
+            )
+        if reply[:1] == REPLY_ERROR:
+            self._fail(WorkerFailedError(reply[1:].decode("utf-8", "replace")))
+        return reply[1:]
+
+    def _command(self, message: bytes, what: str) -> list[bytes]:
+        self._send_all(message)
+        return self._wait_all(self.timeout, what)
+
+    # ------------------------------------------------------------------ env interface
+    def reset(self) -> Array:
+        """Start a new episode in every arena; returns observations ``[N, obs_dim]``."""
+        self._command(CMD_RESET, "reset")
+        assert self._buf is not None
+        return self._buf.obs.copy()
+
+    def step(self, actions: Array) -> StepResult:
+        """One decision for every agent, ``tick_skip`` physics ticks in every arena (all workers)."""
+        buf = self._buf
+        if buf is None:
+            raise CollectorError("the collector is closed")
+        buf.actions[:] = self.actions.check(actions, self.num_agents)
+        self._command(CMD_STEP, "step")
+        episodes: list[dict[str, float]] = []
+        if buf.episode_done.any():
+            for row in buf.episode_stats[buf.episode_done].tolist():
+                episodes.append(dict(zip(EPISODE_FIELDS, row, strict=True)))
+        return StepResult(
+            obs=buf.obs.copy(),
+            rewards=buf.rewards.copy(),
+            terminated=buf.terminated.copy(),
+            truncated=buf.truncated.copy(),
+            final_obs=buf.final_obs.copy(),
+            episodes=episodes,
+        )
+
+    def _counter(self, column: int) -> float:
+        if self._buf is None:
+            return 0.0
+        return float(self._buf.counters[:, column].sum())
+
+    @property
+    def total_touches(self) -> int:
+        """Ball touches by all cars since the start."""
+        return round(self._counter(0))
+
+    @property
+    def total_agent_seconds(self) -> float:
+        """Game seconds played, summed over agents."""
+        return self._counter(1)
+
+    @property
+    def total_goals(self) -> int:
+        """Goals scored in all arenas since the start."""
+        return round(self._counter(2))
+
+    def reward_means(self) -> dict[str, float]:
+        """Mean of every reward component over all agents in the last step."""
+        buf = self._buf
+        if buf is None or not buf.reward_means_valid.all():
+            return {}
+        means = self._arena_weights @ buf.reward_means / self._arena_weights.sum()
+        return {name: float(means[i]) for i, name in enumerate(self.reward_names)}
+
+    def get_rng_state(self) -> dict[str, Any]:
+        """Every arena's reset stream as JSON-able data, in the in-process env's format."""
+        arenas: list[Any] = []
+        for reply in self._command(CMD_GET_RNG, "get_rng_state"):
+            arenas.extend(json.loads(reply.decode())["arenas"])
+        return {"format": "per-arena-v1", "arena_offset": 0, "arenas": arenas}
+
+    def set_rng_state(self, state: dict[str, Any]) -> None:
+        """Restore the streams saved by :meth:`get_rng_state` (either backend's)."""
+        self._command(CMD_SET_RNG + json.dumps(state).encode(), "set_rng_state")
+
+    def describe(self) -> dict[str, Any]:
+        """A summary for the start-of-run table."""
+        return {
+            "arenas": self.num_arenas,
+            "agents": self.num_agents,
+            "team_sizes": f"{self.cfg.blue_size}v{self.cfg.orange_size}",
+            "obs_dim": self.obs_dim,
+            "actions": self.actions.coverage.summary(),
+            "tick_skip": self.cfg.tick_skip,
+            "action_delay_ticks": self.cfg.action_delay_ticks,
+            "collector": f"multiprocess ({self.num_workers} workers x {self.threads_per_worker} "
+            f"physics threads, {self.start_method})",
+        }

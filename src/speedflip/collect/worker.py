@@ -1,0 +1,156 @@
+"""The worker process of the multi-process collector.
+
+A worker owns arenas ``[arena_start, arena_stop)`` of the pool: it runs a
+:class:`~speedflip.env.vec_env.RocketLeagueVecEnv` over them (physics, observations, rewards, done
+flags and resets all happen here) and exchanges data with the parent only through shared memory.
+The pipe carries one command byte per step and one reply byte back; rare commands (RNG state)
+carry a small JSON payload.
+
+Thread settings are applied before numpy or RocketSim are imported in this process, so each
+worker uses exactly ``num_threads`` physics threads and single-threaded BLAS/OpenMP.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
+
+from speedflip.collect.shared import EPISODE_FIELDS
+
+if TYPE_CHECKING:
+    from speedflip.collect.shared import SharedArrays
+    from speedflip.config import EnvConfig
+    from speedflip.env.vec_env import RocketLeagueVecEnv
+
+# commands (parent -> worker), first byte of a message
+CMD_STEP = b"s"
+CMD_RESET = b"r"
+CMD_GET_RNG = b"g"
+CMD_SET_RNG = b"G"
+CMD_CLOSE = b"c"
+# replies (worker -> parent), first byte of a message
+REPLY_OK = b"\x00"
+REPLY_ERROR = b"\x01"
+
+# The thread counts every worker pins (numpy's BLAS, OpenMP, MKL, numexpr): a worker's numpy work is
+# small elementwise math, and extra BLAS threads would only fight the physics for cores.
+THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything a worker needs, sent once at start (pickled by ``multiprocessing``)."""
+
+    index: int
+    env_cfg: EnvConfig  # num_arenas = this worker's share
+    seed: int
+    arena_start: int
+    arena_stop: int
+    agent_start: int
+    agent_stop: int
+    num_threads: int
+    shm_name: str
+    layout: list[tuple[str, str, tuple[int, ...], int]]
+    blas_threads: int = 1
+
+
+def worker_main(spec: WorkerSpec, conn: Connection) -> None:
+    """Entry point of a worker process: build the arenas, then serve commands until told to close."""
+    for var in THREAD_ENV_VARS:
+        os.environ[var] = str(spec.blas_threads)
+    # Ctrl-C goes to the whole process group; the parent decides when workers stop (it may want to
+    # finish an iteration and save a checkpoint first), so workers ignore SIGINT.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        _Worker(spec, conn).serve()
+    except (BrokenPipeError, EOFError):
+        return  # the parent is gone; nobody to report to
+    except Exception:
+        text = f"collector worker {spec.index} (arenas {spec.arena_start}..{spec.arena_stop - 1}) failed:\n"
+        text += traceback.format_exc()
+        with contextlib.suppress(OSError):
+            conn.send_bytes(REPLY_ERROR + text.encode("utf-8", "replace"))
+        raise SystemExit(1) from None
+
+
+class _Worker:
+    def __init__(self, spec: WorkerSpec, conn: Connection) -> None:
+        self.spec = spec
+        self.conn = conn
+
+    def serve(self) -> None:
+        from multiprocessing import shared_memory
+
+        from speedflip.collect.shared import SharedArrays
+        from speedflip.env.vec_env import RocketLeagueVecEnv
+
+        spec = self.spec
+        shm = shared_memory.SharedMemory(name=spec.shm_name)
+        env: RocketLeagueVecEnv | None = None
+        try:
+            self.buf: SharedArrays | None = SharedArrays.view(shm, spec.layout)
+            env = RocketLeagueVecEnv(
+                spec.env_cfg, seed=spec.seed, num_threads=spec.num_threads, arena_offset=spec.arena_start
+            )
+            self.conn.send_bytes(REPLY_OK + str(env.obs_dim).encode())
+            self._loop(env, self.buf)
+        finally:
+            if env is not None:
+                env.close()
+            self.buf = None  # drop the views before closing the block
+            shm.close()
+
+    def _loop(self, env: RocketLeagueVecEnv, buf: SharedArrays) -> None:
+        import numpy as np
+
+        spec, conn = self.spec, self.conn
+        a0, a1, k0, k1, w = spec.agent_start, spec.agent_stop, spec.arena_start, spec.arena_stop, spec.index
+        reward_names = list(env.reward_fn.weights)
+
+        def publish_counters() -> None:
+            buf.counters[w] = (env.total_touches, env.total_agent_seconds, env.total_goals)
+            means = env.reward_fn.last_means
+            if means:
+                buf.reward_means[w, : len(reward_names)] = [means[n] for n in reward_names]
+                buf.reward_means_valid[w] = True
+
+        while True:
+            message = conn.recv_bytes()
+            command, payload = message[:1], message[1:]
+            if command == CMD_STEP:
+                # a copy: the env keeps a reference to its actions, and views must not outlive the block
+                result = env.step(buf.actions[a0:a1].copy())
+                buf.obs[a0:a1] = result.obs
+                buf.final_obs[a0:a1] = result.final_obs
+                buf.rewards[a0:a1] = result.rewards
+                buf.terminated[a0:a1] = result.terminated
+                buf.truncated[a0:a1] = result.truncated
+                ended = (result.terminated | result.truncated).reshape(k1 - k0, -1)[:, 0]
+                buf.episode_done[k0:k1] = ended
+                if result.episodes:
+                    stats = [[ep[f] for f in EPISODE_FIELDS] for ep in result.episodes]
+                    buf.episode_stats[k0:k1][ended] = np.asarray(stats, np.float64)
+                publish_counters()
+                conn.send_bytes(REPLY_OK)
+            elif command == CMD_RESET:
+                buf.obs[a0:a1] = env.reset()
+                buf.episode_done[k0:k1] = False
+                publish_counters()
+                conn.send_bytes(REPLY_OK)
+            elif command == CMD_GET_RNG:
+                conn.send_bytes(REPLY_OK + json.dumps(env.get_rng_state()).encode())
+            elif command == CMD_SET_RNG:
+                state: dict[str, Any] = json.loads(payload.decode())
+                env.set_rng_state(state)
+                conn.send_bytes(REPLY_OK)
+            elif command == CMD_CLOSE:
+                conn.send_bytes(REPLY_OK)
+                return
+            else:
+                raise RuntimeError(f"unknown collector command {command!r}")
