@@ -1,0 +1,154 @@
+"""Reward components on hand-built states, for both teams, and their weighted sum."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from speedflip.env import layout as L
+from speedflip.env.arenas import GameArrays
+from speedflip.env.rewards import (
+    REWARD_COMPONENTS,
+    RewardContext,
+    WeightedReward,
+    face_ball,
+    goal,
+    touch,
+    velocity_ball_to_goal,
+    velocity_player_to_ball,
+)
+
+MIRROR = np.array([-1.0, -1.0, 1.0], np.float32)  # perspective 1: rotated 180 degrees about z
+Z = L.GOAL_CENTER_Z  # everything at goal-centre height keeps the directions in the xy plane
+
+
+def _set_ball(state: GameArrays, k: int, pos: list[float], vel: list[float]) -> None:
+    for p, flip in ((0, np.ones(3, np.float32)), (1, MIRROR)):
+        state.ball[k, p, L.BALL_POS] = np.asarray(pos, np.float32) * flip
+        state.ball[k, p, L.BALL_VEL] = np.asarray(vel, np.float32) * flip
+
+
+def _set_car(state: GameArrays, k: int, c: int, pos: list[float], vel: list[float], fwd: list[float]) -> None:
+    for p, flip in ((0, np.ones(3, np.float32)), (1, MIRROR)):
+        state.cars[k, c, p, L.CAR_POS] = np.asarray(pos, np.float32) * flip
+        state.cars[k, c, p, L.CAR_VEL] = np.asarray(vel, np.float32) * flip
+        state.cars[k, c, p, L.CAR_FORWARD] = np.asarray(fwd, np.float32) * flip
+
+
+def _one_v_one() -> RewardContext:
+    """Arena 0, in blue's (world) coordinates:
+
+    - ball at (0, 2211.25, Z) moving (0, 3000, 0): 3000 uu from the orange goal centre
+      (0, 5211.25, Z), straight at it.
+    - blue car at (-2400, 411.25, Z): the ball is (2400, 1800, 0) away, unit (0.8, 0.6, 0);
+      velocity (1150, 0, 0), forward (0, 1, 0).
+    - orange car at (0, 4211.25, Z): the ball is (0, -2000, 0) away, unit (0, -1, 0);
+      velocity (0, -1150, 0), forward (0.6, -0.8, 0).
+
+    Arena 1: ball at (-3000, 1211.25, Z) moving (1200, 0, 0); blue goal-to-ball direction
+    (3000, 4000, 0) / 5000. Cars at rest facing away from the ball.
+    """
+    state = GameArrays.empty(num_arenas=2, num_cars=2)
+    _set_ball(state, 0, [0.0, 2211.25, Z], [0.0, 3000.0, 0.0])
+    _set_car(state, 0, 0, [-2400.0, 411.25, Z], [1150.0, 0.0, 0.0], [0.0, 1.0, 0.0])
+    _set_car(state, 0, 1, [0.0, 4211.25, Z], [0.0, -1150.0, 0.0], [0.6, -0.8, 0.0])
+    _set_ball(state, 1, [-3000.0, 1211.25, Z], [1200.0, 0.0, 0.0])
+    _set_car(state, 1, 0, [-3000.0, 0.0, Z], [0.0, 0.0, 0.0], [0.0, -1.0, 0.0])
+    _set_car(state, 1, 1, [-3000.0, 2422.5, Z], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0])
+    return RewardContext(
+        state=state,
+        car_teams=np.array([L.BLUE, L.ORANGE]),
+        touched=np.array([[True, False], [False, False]]),
+        goal_team=np.array([-1, -1]),
+    )
+
+
+def test_velocity_player_to_ball_by_hand() -> None:
+    """Speed towards the ball / 2300: blue 1150 * 0.8 / 2300 = 0.4, orange 1150 / 2300 = 0.5."""
+    value = velocity_player_to_ball(_one_v_one())
+    assert value.shape == (2, 2)
+    assert value.dtype == np.float32
+    np.testing.assert_allclose(value, [[0.4, 0.5], [0.0, 0.0]], atol=1e-6)
+
+
+def test_face_ball_by_hand() -> None:
+    """Cosine(forward, to-ball): blue (0,1,0).(0.8,0.6,0) = 0.6; orange (0.6,-0.8,0).(0,-1,0) = 0.8.
+
+    Arena 1: blue faces -y with the ball straight at +y (-1); orange faces +y with the ball at -y (-1).
+    """
+    np.testing.assert_allclose(face_ball(_one_v_one()), [[0.6, 0.8], [-1.0, -1.0]], atol=1e-6)
+
+
+def test_velocity_ball_to_goal_by_hand() -> None:
+    """Ball speed towards each team's opponent goal / 6000.
+
+    Arena 0: straight at orange's goal: blue +3000/6000 = +0.5, orange -0.5.
+    Arena 1, blue: (1200, 0, 0).(0.6, 0.8, 0) = 720 -> 0.12. Orange view: ball at (3000, -1211.25),
+    moving (-1200, 0, 0); its opponent goal is at (0, 5211.25): direction (-3000, 6422.5) / 7088.62,
+    1200 * 3000 / 7088.62 = 507.857 -> 0.0846428.
+    """
+    np.testing.assert_allclose(velocity_ball_to_goal(_one_v_one()), [[0.5, -0.5], [0.12, 0.0846428]], atol=1e-5)
+
+
+def test_touch_is_the_touch_flag() -> None:
+    np.testing.assert_array_equal(touch(_one_v_one()), [[1.0, 0.0], [0.0, 0.0]])
+
+
+def test_goal_by_hand_two_v_two() -> None:
+    """+1 to the scoring team, -1 to the conceding team, 0 without a goal (three 2v2 arenas)."""
+    ctx = RewardContext(
+        state=GameArrays.empty(3, 4),
+        car_teams=np.array([L.BLUE, L.BLUE, L.ORANGE, L.ORANGE]),
+        touched=np.zeros((3, 4), bool),
+        goal_team=np.array([L.BLUE, L.ORANGE, -1]),
+    )
+    np.testing.assert_array_equal(goal(ctx), [[1, 1, -1, -1], [-1, -1, 1, 1], [0, 0, 0, 0]])
+
+
+def test_perspective_rows_are_used() -> None:
+    """Components read each car's own perspective row: corrupting orange's row changes only orange."""
+    ctx = _one_v_one()
+    before = velocity_player_to_ball(ctx)
+    ctx.state.cars[0, 1, 1, L.CAR_VEL] *= -1.0  # orange's view of its own velocity
+    after = velocity_player_to_ball(ctx)
+    assert after[0, 0] == before[0, 0]
+    assert after[0, 1] == pytest.approx(-0.5)
+    ctx.state.cars[0, 0, 1, L.CAR_VEL] = 0.0  # blue's car in orange's view: blue ignores it
+    assert velocity_player_to_ball(ctx)[0, 0] == before[0, 0]
+
+
+def test_weighted_reward_sums_and_records_means() -> None:
+    """Weighted sum by hand, zero weights dropped, last_means holds each used component's mean."""
+    ctx = _one_v_one()
+    ctx.goal_team = np.array([L.ORANGE, -1])
+    fn = WeightedReward({"goal": 10.0, "touch": 1.0, "face_ball": 0.5, "velocity_player_to_ball": 0.0})
+    total = fn(ctx)
+    # goal [[-1, 1], [0, 0]] * 10 + touch [[1, 0], [0, 0]] + face [[0.6, 0.8], [-1, -1]] * 0.5
+    np.testing.assert_allclose(total, [[-8.7, 10.4], [-0.5, -0.5]], atol=1e-5)
+    assert total.dtype == np.float32
+    assert set(fn.last_means) == {"goal", "touch", "face_ball"}
+    assert fn.last_means["goal"] == pytest.approx(0.0)
+    assert fn.last_means["touch"] == pytest.approx(0.25)
+    assert fn.last_means["face_ball"] == pytest.approx((0.6 + 0.8 - 1.0 - 1.0) / 4, abs=1e-6)
+
+
+def test_weighted_reward_rejects_unknown_names() -> None:
+    with pytest.raises(ValueError, match=r"unknown reward component\(s\) \['goals'\]"):
+        WeightedReward({"goals": 1.0, "touch": 1.0})
+
+
+def test_all_components_registered_and_bounded() -> None:
+    """Every registered component returns one float32 per car, within [-1, 1] on the hand-built state."""
+    ctx = _one_v_one()
+    assert set(REWARD_COMPONENTS) == {
+        "goal",
+        "touch",
+        "velocity_player_to_ball",
+        "velocity_ball_to_goal",
+        "face_ball",
+    }
+    for name, fn in REWARD_COMPONENTS.items():
+        value = fn(ctx)
+        assert value.shape == (2, 2), name
+        assert value.dtype == np.float32, name
+        assert np.all(np.abs(value) <= 1.0 + 1e-6), name
