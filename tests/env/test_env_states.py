@@ -93,12 +93,8 @@ def test_random_state_cars_bounded(random_states: list[GameArrays]) -> None:
     assert not np.any(cars[:, L.CAR_IS_DEMOED])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in states.random_state: car x/y are drawn from the full rectangle, so ~1% of cars "
-    "spawn behind the 45-degree corner walls (|x| + |y| > 8064), outside the field",
-)
 def test_random_state_cars_not_behind_corner_walls(random_states: list[GameArrays]) -> None:
+    """No car starts behind the 45-degree corner walls (|x| + |y| > 8064), i.e. outside the field."""
     cars = np.concatenate([s.cars[0, :, 0] for s in random_states])
     pos = cars[:, L.CAR_POS]
     assert np.all(np.abs(pos[:, 0]) + np.abs(pos[:, 1]) < CORNER_PLANE)

@@ -30,10 +30,9 @@ def random_state(
     """Random ball and car positions and velocities; about ``air_fraction`` of cars start in the air."""
     margin = 300.0
     ball = rsim.BallState()
+    ball_x, ball_y = _inside_field(rng, margin, L.BACK_WALL_Y - 1000)
     ball.pos = rsim.Vec(
-        float(rng.uniform(-L.SIDE_WALL_X + margin, L.SIDE_WALL_X - margin)),
-        float(rng.uniform(-L.BACK_WALL_Y + 1000, L.BACK_WALL_Y - 1000)),
-        float(rng.uniform(L.BALL_RADIUS, 1200.0)) if rng.random() < 0.5 else L.BALL_REST_Z,
+        ball_x, ball_y, float(rng.uniform(L.BALL_RADIUS, 1200.0)) if rng.random() < 0.5 else L.BALL_REST_Z
     )
     ball.vel = rsim.Vec(*(float(v) for v in _random_vector(rng, ball_max_speed)))
     ball.ang_vel = rsim.Vec(0.0, 0.0, 0.0)
@@ -42,11 +41,7 @@ def random_state(
         state = rsim.CarState()
         in_air = rng.random() < air_fraction
         z = float(rng.uniform(300.0, 1400.0)) if in_air else L.CAR_REST_Z
-        state.pos = rsim.Vec(
-            float(rng.uniform(-L.SIDE_WALL_X + margin, L.SIDE_WALL_X - margin)),
-            float(rng.uniform(-L.BACK_WALL_Y + margin, L.BACK_WALL_Y - margin)),
-            z,
-        )
+        state.pos = rsim.Vec(*_inside_field(rng, margin, L.BACK_WALL_Y - margin), z)
         yaw = float(rng.uniform(-np.pi, np.pi))
         if in_air:
             pitch, roll = (float(x) for x in rng.uniform(-np.pi / 2, np.pi / 2, size=2))
@@ -62,6 +57,16 @@ def random_state(
         state.is_on_ground = not in_air
         state.has_jumped = in_air
         car.set_state(state)
+
+
+def _inside_field(rng: np.random.Generator, margin: float, max_abs_y: float) -> tuple[float, float]:
+    """A random (x, y) inside the field: within the side and back walls and inside the 45-degree
+    corner walls (``|x| + |y| <= CORNER_SUM``), ``margin`` away from each."""
+    while True:
+        x = float(rng.uniform(-L.SIDE_WALL_X + margin, L.SIDE_WALL_X - margin))
+        y = float(rng.uniform(-max_abs_y, max_abs_y))
+        if abs(x) + abs(y) <= L.CORNER_SUM - margin * 1.5:
+            return x, y
 
 
 def _random_vector(rng: np.random.Generator, max_norm: float) -> Array:
