@@ -13,9 +13,29 @@ from speedflip.env import layout as L
 StateSetter = Callable[[rsim.Arena, list[rsim.Car], np.random.Generator], None]
 
 
+KICKOFF_SPOTS = np.array(rsim.RLConst.CAR_SPAWN_LOCATIONS_SOCCAR, np.float64)  # blue side: (x, y, yaw)
+
+
 def kickoff(arena: rsim.Arena, cars: list[rsim.Car], rng: np.random.Generator) -> None:
-    """A standard kickoff at a random one of RocketSim's spawn spots (as the real game picks)."""
+    """A standard kickoff: each team on distinct spawn spots of the 5 standard ones, mirrored.
+
+    ``reset_kickoff`` resets the ball, pads and cars; the seats are then assigned here from ``rng``
+    (RocketSim pairs cars to spots in the order of its internal car set, which is not reproducible
+    across processes), so that orange car ``i`` always mirrors blue car ``i``.
+    """
     arena.reset_kickoff(seed=int(rng.integers(0, 2**31 - 1)))
+    blue = [c for c in cars if c.team == rsim.Team.BLUE]
+    orange = [c for c in cars if c.team == rsim.Team.ORANGE]
+    spots = rng.permutation(len(KICKOFF_SPOTS))
+    for side, team_cars in ((1.0, blue), (-1.0, orange)):
+        for seat, car in enumerate(team_cars):
+            x, y, yaw = KICKOFF_SPOTS[spots[seat % len(spots)]]
+            state = car.get_state()
+            state.pos = rsim.Vec(float(side * x), float(side * y), L.CAR_REST_Z)
+            state.rot_mat = rsim.Angle(float(yaw if side > 0 else yaw + np.pi), 0.0, 0.0).as_rot_mat()
+            state.vel = rsim.Vec(0.0, 0.0, 0.0)
+            state.ang_vel = rsim.Vec(0.0, 0.0, 0.0)
+            car.set_state(state)
 
 
 def random_state(
