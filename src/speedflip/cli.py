@@ -14,10 +14,11 @@ from speedflip.config import ConfigError, preset_names, resolve_config
 from speedflip.env.actions import ActionError
 from speedflip.env.sim import SimSetupError
 from speedflip.selfplay.league import LeagueError
+from speedflip.selfplay.userbot import UserBotError
 from speedflip.train.checkpoint import CheckpointError
 from speedflip.train.rundir import RunDirError
 
-USER_ERRORS = (ConfigError, RunDirError, CheckpointError, SimSetupError, ActionError, LeagueError)
+USER_ERRORS = (ConfigError, RunDirError, CheckpointError, SimSetupError, ActionError, LeagueError, UserBotError)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,9 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override one key, e.g. --set ppo.learning_rate=1e-4 (repeatable)")  # fmt: skip
     train.add_argument("--run-dir", help="run directory (default: runs/<preset>)")
-    train.add_argument(
-        "--new", action="store_true", help="start fresh; an existing run is moved aside, not deleted"
-    )
+    train.add_argument("--new", action="store_true", help="start fresh; an existing run is moved aside, not deleted")
     train.add_argument("--resume", metavar="RUN_DIR", help="resume this run directory (same as --run-dir)")
 
     ev = sub.add_parser("eval", help="rated head-to-head match between two players")
@@ -41,13 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("b", help="the opponent, same forms as A")
     ev.add_argument("--games", type=int, default=20, help="games, played in parallel arenas (default 20)")
     ev.add_argument("--team-size", type=int, default=1, choices=(1, 2, 3), help="cars per team (default 1)")
-    ev.add_argument(
-        "--game-seconds", type=float, default=120.0, help="simulated seconds per game (default 120)"
-    )
+    ev.add_argument("--game-seconds", type=float, default=120.0, help="simulated seconds per game (default 120)")
     ev.add_argument("--seed", type=int, default=0)
-    ev.add_argument(
-        "--deterministic", action="store_true", help="neural players take their most likely action"
-    )
+    ev.add_argument("--deterministic", action="store_true", help="neural players take their most likely action")
     ev.add_argument("--league", help="league.json to update (default: A's run dir, else runs/league.json)")
     ev.add_argument("--json", help="write the match summary to this JSON file")
 
@@ -73,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
             return train(cfg, run_dir, new=args.new, console=console)
         if args.command == "eval":
             from speedflip.selfplay.evaluate import run_eval
+
+            if args.games < 2:
+                raise ConfigError("--games must be at least 2: sides are swapped between the two halves of a match")
 
             return run_eval(
                 args.a, args.b, args.games, args.team_size, args.game_seconds, args.seed,

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import RocketSim as rsim
 
 from speedflip._types import Array
 from speedflip.config import EnvConfig
 from speedflip.env import conditions
 from speedflip.env import layout as L
-from speedflip.env.actions import NUM_CONTROLS, LookupTableAction
+from speedflip.env.actions import NUM_CONTROLS, ActionError, LookupTableAction
 from speedflip.env.arenas import Arenas, GameArrays
 from speedflip.env.obs import DefaultObs
 from speedflip.env.rewards import RewardContext, WeightedReward
@@ -116,18 +117,28 @@ class RocketLeagueVecEnv:
         return self.obs.copy()
 
     # ------------------------------------------------------------------ step
-    def step(self, actions: Array) -> StepResult:
-        """One decision for every agent, ``tick_skip`` physics ticks for every arena."""
+    def step(self, actions: Array, custom_controls: Array | None = None) -> StepResult:
+        """One decision for every agent, ``tick_skip`` physics ticks for every arena.
+
+        ``custom_controls`` (optional, ``[N, 8]``): raw controls for agents driven by something other
+        than the lookup table (a user's scripted bot); rows that are all NaN use ``actions`` instead.
+        Analog controls are clamped to [-1, 1] and buttons pressed above 0.5.
+        """
         K, C = self.num_arenas, self.num_cars
         idx = self.actions.check(actions, self.num_agents)
-        state = self.arenas.step(idx, self.actions.controls)
+        if custom_controls is None:
+            state = self.arenas.step(idx, self.actions.controls)
+            applied = self.actions.table[idx]
+        else:
+            idx, controls, applied = self._with_custom_controls(idx, custom_controls)
+            state = self.arenas.step(idx, controls)
 
         touched = state.cars[:, :, 0, L.CAR_HIT_LAST_STEP] > 0.5
         blue_scored = state.scores[:, 0] > self.prev_scores[:, 0]
         orange_scored = state.scores[:, 1] > self.prev_scores[:, 1]
         goal_team = np.where(blue_scored, L.BLUE, np.where(orange_scored, L.ORANGE, -1))
         self.prev_scores[:] = state.scores
-        self.prev_controls[:] = self.actions.table[idx].reshape(K, C, NUM_CONTROLS)
+        self.prev_controls[:] = applied.reshape(K, C, NUM_CONTROLS)
 
         rewards = self.reward_fn(RewardContext(state, self.car_teams, touched, goal_team))
         self.episode_ticks += self.arenas.tick_skip
@@ -157,9 +168,7 @@ class RocketLeagueVecEnv:
                     {
                         "return": float(self.episode_returns[k].mean()),
                         "length_seconds": float(seconds),
-                        "touches_per_minute": float(
-                            self.episode_touches[k].mean() * 60.0 / max(seconds, 1e-6)
-                        ),
+                        "touches_per_minute": float(self.episode_touches[k].mean() * 60.0 / max(seconds, 1e-6)),
                         "goal": float(terminated[k]),
                     }
                 )
@@ -172,6 +181,27 @@ class RocketLeagueVecEnv:
             final_obs=final_obs,
             episodes=episodes,
         )
+
+    def _with_custom_controls(self, idx: Array, custom: Array) -> tuple[Array, list[rsim.CarControls], Array]:
+        custom = np.asarray(custom, np.float32)
+        if custom.shape != (self.num_agents, NUM_CONTROLS):
+            raise ActionError(
+                f"custom controls must have shape [{self.num_agents}, {NUM_CONTROLS}], got {list(custom.shape)}"
+            )
+        nan_rows = np.isnan(custom)
+        use = ~nan_rows.all(axis=1)
+        if np.any(nan_rows[use]) or not np.all(np.isfinite(custom[use])):
+            bad = int(np.flatnonzero(use & ~np.isfinite(custom).all(axis=1))[0])
+            raise ActionError(f"custom controls for agent {bad} hold NaN or infinite values: {custom[bad].tolist()}")
+        clean = custom[use].copy()
+        clean[:, :5] = np.clip(clean[:, :5], -1.0, 1.0)
+        clean[:, 5:] = (clean[:, 5:] > 0.5).astype(np.float32)
+        controls = list(self.actions.controls) + [LookupTableAction._to_controls(row) for row in clean]
+        idx = idx.copy()
+        idx[use] = self.num_actions + np.arange(int(use.sum()))
+        applied = np.where(use[:, None], 0.0, self.actions.table[np.minimum(idx, self.num_actions - 1)])
+        applied[use] = clean
+        return idx, controls, applied.astype(np.float32)
 
     # ------------------------------------------------------------------ RNG state
     def _seeded_streams(self, seed: int) -> list[np.random.Generator]:

@@ -25,9 +25,7 @@ def update(rating_a: float, rating_b: float, score_a: float, k: float = DEFAULT_
     return rating_a + delta, rating_b - delta
 
 
-def update_many(
-    rating_a: float, rating_b: float, scores_a: list[float], k: float = DEFAULT_K
-) -> tuple[float, float]:
+def update_many(rating_a: float, rating_b: float, scores_a: list[float], k: float = DEFAULT_K) -> tuple[float, float]:
     """Apply :func:`update` game by game, in order."""
     for score in scores_a:
         rating_a, rating_b = update(rating_a, rating_b, score, k)

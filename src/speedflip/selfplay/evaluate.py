@@ -6,15 +6,24 @@ from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.selfplay.league import League, append_games
-from speedflip.selfplay.match import match_env_config, play_match, summarize
+from speedflip.selfplay.match import Player, match_env_config, play_match, summarize
 from speedflip.selfplay.policies import NeuralPolicy, resolve_policy
+from speedflip.selfplay.userbot import UserBotPolicy
 from speedflip.train.jsonsafe import dumps
 
 BUILTIN = ("rule", "random", "idle")
+
+
+def resolve_player(spec: str, env: RocketLeagueVecEnv, seed: int, deterministic: bool) -> Player:
+    """A policy name, run dir, checkpoint, or ``py:FILE:FUNC`` user bot."""
+    if spec.startswith("py:"):
+        return UserBotPolicy(spec)
+    return resolve_policy(spec, env.obs_dim, env.actions.table, seed=seed, deterministic=deterministic)
 
 
 def league_dir_for(spec_a: str, league_path: str | None) -> Path:
@@ -39,16 +48,10 @@ def run_eval(
     json_path: str | None,
     console: Console,
 ) -> int:
-    if games < 2:
-        raise ValueError("--games must be at least 2 (sides are swapped between the two halves)")
     env = RocketLeagueVecEnv(match_env_config(games, team_size, game_seconds), seed=seed)
     try:
-        policy_a = resolve_policy(
-            spec_a, env.obs_dim, env.actions.table, seed=seed, deterministic=deterministic
-        )
-        policy_b = resolve_policy(
-            spec_b, env.obs_dim, env.actions.table, seed=seed + 1, deterministic=deterministic
-        )
+        policy_a = resolve_player(spec_a, env, seed, deterministic)
+        policy_b = resolve_player(spec_b, env, seed + 1, deterministic)
         console.print(
             f"{policy_a.name} vs {policy_b.name}: {games} games of {game_seconds:g} s, {team_size}v{team_size}, "
             "sides swapped halfway"
@@ -59,6 +62,8 @@ def run_eval(
     summary = summarize(results)
 
     league = League.load(league_dir_for(spec_a, league_path))
+    if league.recovery_note:
+        console.print(f"[yellow]{escape(league.recovery_note)}[/yellow]")
     for policy in (policy_a, policy_b):
         if isinstance(policy, NeuralPolicy):
             league.player(policy.name, step=policy.global_step, path=str(policy.path))
@@ -96,6 +101,7 @@ def run_eval(
             "player_a": policy_a.name,
             "player_b": policy_b.name,
             **asdict(summary),
+            "win_rate": summary.wins / max(summary.games, 1),
             "elo_a": after[0],
             "elo_b": after[1],
             "games_detail": [r.as_dict() for r in results],
@@ -110,13 +116,13 @@ def run_league(run: str, plot: str | None, console: Console) -> int:
         console.print(f"no league table at {path} yet: rate checkpoints with `speedflip eval {run} rule`")
         return 1
     league = League.load(path)
+    if league.recovery_note:
+        console.print(f"[yellow]{escape(league.recovery_note)}[/yellow]")
     table = Table(title=f"league {path}", title_justify="left")
     for col in ("rank", "player", "Elo", "games", "step"):
         table.add_column(col)
     for rank, p in enumerate(league.table(), 1):
-        table.add_row(
-            str(rank), p.name, f"{p.rating:.0f}", str(p.games), "-" if p.step is None else f"{p.step:,}"
-        )
+        table.add_row(str(rank), p.name, f"{p.rating:.0f}", str(p.games), "-" if p.step is None else f"{p.step:,}")
     console.print(table)
     out = Path(plot) if plot else path.with_name("league.png")
     if write_plot(league, out):

@@ -44,6 +44,7 @@ class League:
     path: Path
     players: dict[str, Player] = field(default_factory=dict)
     k_factor: float = elo.DEFAULT_K
+    recovery_note: str | None = None
 
     @classmethod
     def load(cls, path: Path) -> League:
@@ -65,11 +66,37 @@ class League:
                 for name, p in data["players"].items()
             }
             return cls(path, players, float(data.get("k_factor", elo.DEFAULT_K)))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError, UnicodeDecodeError) as err:
-            raise LeagueError(
-                f"league file '{path}' is corrupt ({err}). It was left as it is; move it aside "
-                f"(e.g. mv {path} {path}.bad) to start a new table, or restore it from a backup."
-            ) from None
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, UnicodeDecodeError, AttributeError) as err:
+            return cls._recover(path, f"{type(err).__name__}: {err}")
+
+    @classmethod
+    def _recover(cls, path: Path, problem: str) -> League:
+        """Keep a corrupt league.json aside as ``.bad`` and rebuild the ratings from games.csv."""
+        bad = path.with_name(path.name + ".bad")
+        if bad.exists():
+            bad = path.with_name(f"{path.name}.bad-{time.strftime('%Y%m%d-%H%M%S')}")
+        path.rename(bad)
+        league = cls(path)
+        league.player(REFERENCE_PLAYER)
+        games = path.with_name("games.csv")
+        replayed = 0
+        if games.exists():
+            with games.open(newline="") as f:
+                for row in csv.DictReader(f):
+                    try:
+                        step = int(row["step"]) if row.get("step") else None
+                        league.player(row["player_a"], step=step)
+                        league.player(row["player_b"])
+                        league.record(row["player_a"], row["player_b"], float(row["score_a"]))
+                        replayed += 1
+                    except (KeyError, ValueError, TypeError):
+                        continue
+        league.recovery_note = (
+            f"league file '{path}' was corrupt ({problem}); it was kept as '{bad}' and the ratings were "
+            f"rebuilt from {replayed} games in '{games}'"
+        )
+        league.save()
+        return league
 
     def player(self, name: str, step: int | None = None, path: str | None = None) -> Player:
         if name not in self.players:

@@ -17,6 +17,7 @@ from speedflip.env import layout as L
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.selfplay.elo import score_from_goals, win_rate_interval
 from speedflip.selfplay.policies import Policy
+from speedflip.selfplay.userbot import UserBotPolicy
 
 
 @dataclass
@@ -101,8 +102,18 @@ def match_env_config(games: int, team_size: int, game_seconds: float, tick_skip:
     )
 
 
+Player = Policy | UserBotPolicy
+
+
+def _decide(player: Player, obs: Array, env: RocketLeagueVecEnv, rows: Array) -> tuple[Array, Array | None]:
+    """(action indices, custom controls or None) for the rows a player drives."""
+    if isinstance(player, UserBotPolicy):
+        return np.zeros(env.num_agents, np.int64), player.controls(env.state, env.car_teams, rows)
+    return player.act(obs, env.state, env.car_teams), None
+
+
 def play_match(
-    env: RocketLeagueVecEnv, policy_a: Policy, policy_b: Policy, game_seconds: float = 120.0
+    env: RocketLeagueVecEnv, policy_a: Player, policy_b: Player, game_seconds: float = 120.0
 ) -> list[GameResult]:
     """Play one game per arena of ``env`` (built with :func:`match_env_config`)."""
     K, C = env.num_arenas, env.num_cars
@@ -116,10 +127,17 @@ def play_match(
     start_stats = _car_stats(env)
     steps = math.ceil(game_seconds * L.TICK_RATE / env.cfg.tick_skip)
     for _ in range(steps):
-        actions_a = policy_a.act(obs, env.state, env.car_teams)
-        actions_b = policy_b.act(obs, env.state, env.car_teams)
+        actions_a, custom_a = _decide(policy_a, obs, env, a_rows)
+        actions_b, custom_b = _decide(policy_b, obs, env, ~a_rows)
         actions = np.where(a_rows, actions_a, actions_b)
-        result = env.step(actions)
+        custom = None
+        if custom_a is not None or custom_b is not None:
+            custom = np.full((env.num_agents, 8), np.nan, np.float32)
+            if custom_a is not None:
+                custom[a_rows] = custom_a[a_rows]
+            if custom_b is not None:
+                custom[~a_rows] = custom_b[~a_rows]
+        result = env.step(actions, custom)
         rewards = result.rewards.reshape(K, C)[:, 0]  # car 0 is blue: +1 blue goal, -1 orange goal
         goals_blue += (result.terminated.reshape(K, C)[:, 0] & (rewards > 0)).astype(np.int64)
         goals_orange += (result.terminated.reshape(K, C)[:, 0] & (rewards < 0)).astype(np.int64)
@@ -130,9 +148,7 @@ def play_match(
     results = []
     for k in range(K):
         a_cars = car_is_blue if a_is_blue[k] else ~car_is_blue
-        goals_a, goals_b = (
-            (goals_blue[k], goals_orange[k]) if a_is_blue[k] else (goals_orange[k], goals_blue[k])
-        )
+        goals_a, goals_b = (goals_blue[k], goals_orange[k]) if a_is_blue[k] else (goals_orange[k], goals_blue[k])
         results.append(
             GameResult(
                 game=k,

@@ -68,9 +68,7 @@ class ScriptedPolicy:
 class NeuralPolicy:
     """A frozen policy network loaded from a checkpoint (weights + observation normalizer)."""
 
-    def __init__(
-        self, path: Path, obs_dim: int, num_actions: int, deterministic: bool = False, seed: int = 0
-    ) -> None:
+    def __init__(self, path: Path, obs_dim: int, num_actions: int, deterministic: bool = False, seed: int = 0) -> None:
         meta = verify_checkpoint(path)
         compat = meta.get("compat", {})
         if compat.get("obs_dim") != obs_dim or compat.get("num_actions") != num_actions:
@@ -130,9 +128,7 @@ def find_checkpoint(spec: str) -> Path:
     raise CheckpointError(f"'{spec}' holds no usable checkpoint{detail}")
 
 
-def resolve_policy(
-    spec: str, obs_dim: int, table: Array, seed: int = 0, deterministic: bool = False
-) -> Policy:
+def resolve_policy(spec: str, obs_dim: int, table: Array, seed: int = 0, deterministic: bool = False) -> Policy:
     """Turn a command-line policy spec into a :class:`Policy`."""
     num_actions = int(table.shape[0])
     if spec == "rule":

@@ -40,12 +40,8 @@ class RulePolicy:
 
         steers = (-1.0, 0.0, 1.0)
         # [steer_index, boost, handbrake] -> table row
-        self.drive = np.array(
-            [[[row(1.0, s, b, h) for h in (0.0, 1.0)] for b in (0.0, 1.0)] for s in steers], np.int64
-        )
-        self.jump = (
-            row(1.0, 0.0, 0.0, 0.0, jump=1.0) if (1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0) in index else None
-        )
+        self.drive = np.array([[[row(1.0, s, b, h) for h in (0.0, 1.0)] for b in (0.0, 1.0)] for s in steers], np.int64)
+        self.jump = row(1.0, 0.0, 0.0, 0.0, jump=1.0) if (1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0) in index else None
 
     def act(self, state: GameArrays, car_teams: Array) -> Array:
         """Action indices ``[K * C]`` for every car of every arena."""
