@@ -36,9 +36,7 @@ class EnvConfig(_Strict):
     tick_skip: int = Field(8, ge=1, le=120, description="physics ticks (1/120 s) per decision")
     action_delay_ticks: int = Field(1, ge=0, le=1, description="1 = RLBot's one-tick action delay")
     timeout_seconds: float = Field(300.0, gt=0, description="episode length limit in game seconds")
-    no_touch_timeout_seconds: float = Field(
-        30.0, gt=0, description="truncate after this long without a touch"
-    )
+    no_touch_timeout_seconds: float = Field(30.0, gt=0, description="truncate after this long without a touch")
     state_setters: dict[str, float] = Field(
         default_factory=lambda: {"kickoff": 0.5, "random": 0.5},
         description="how episodes start: setter name -> relative weight",
@@ -191,9 +189,7 @@ def _read_yaml(text: str, source: str) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(
-            f"{source} must hold a mapping of sections (env:, ppo:, run:), not {type(data).__name__}"
-        )
+        raise ConfigError(f"{source} must hold a mapping of sections (env:, ppo:, run:), not {type(data).__name__}")
     return data
 
 
@@ -210,9 +206,7 @@ def load_preset(name: str) -> dict[str, Any]:
 def load_file(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(
-            f"config file '{p}' does not exist. Pass a YAML file path to --config, or use --preset."
-        )
+        raise ConfigError(f"config file '{p}' does not exist. Pass a YAML file path to --config, or use --preset.")
     try:
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as err:
@@ -223,11 +217,7 @@ def load_file(path: str | Path) -> dict[str, Any]:
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in over.items():
-        if (
-            isinstance(value, dict)
-            and isinstance(out.get(key), dict)
-            and key not in ("rewards", "state_setters")
-        ):
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("rewards", "state_setters"):
             out[key] = _merge(out[key], value)
         else:
             out[key] = value

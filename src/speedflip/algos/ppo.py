@@ -132,9 +132,7 @@ def ppo_update(
     metrics = {key: value / max(updates, 1) for key, value in totals.items()}
     y_pred, y_true = batch.values.cpu().numpy(), batch.returns.cpu().numpy()
     var_y = float(np.var(y_true))
-    metrics["explained_variance"] = (
-        float("nan") if var_y == 0 else 1.0 - float(np.var(y_true - y_pred)) / var_y
-    )
+    metrics["explained_variance"] = float("nan") if var_y == 0 else 1.0 - float(np.var(y_true - y_pred)) / var_y
     metrics["minibatch_updates"] = float(updates)
     metrics["stopped_early"] = stopped_early
     return metrics

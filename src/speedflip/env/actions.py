@@ -123,9 +123,7 @@ class LookupTableAction:
     """Maps action indices to RocketSim controls; validates the table at construction."""
 
     def __init__(self, table: Array | None = None) -> None:
-        self.table = np.ascontiguousarray(
-            default_lookup_table() if table is None else table, dtype=np.float32
-        )
+        self.table = np.ascontiguousarray(default_lookup_table() if table is None else table, dtype=np.float32)
         self.coverage = validate_table(self.table)
         self.controls = [self._to_controls(row) for row in self.table]
 
@@ -150,9 +148,7 @@ class LookupTableAction:
         """Validate a batch of action indices; returns them as int64."""
         arr = np.asarray(actions)
         if arr.shape != (num_agents,):
-            raise ActionError(
-                f"expected {num_agents} action indices (one per agent), got shape {list(arr.shape)}"
-            )
+            raise ActionError(f"expected {num_agents} action indices (one per agent), got shape {list(arr.shape)}")
         if not np.issubdtype(arr.dtype, np.integer) and not np.all(np.mod(arr, 1) == 0):
             raise ActionError(f"action indices must be integers, got dtype {arr.dtype}")
         arr = arr.astype(np.int64, copy=False)

@@ -80,9 +80,7 @@ class Arenas:
         self.arenas: list[rsim.Arena] = []
         self.cars: list[list[rsim.Car]] = []
         for _ in range(num_arenas):
-            arena = rsim.Arena(
-                rsim.GameMode.SOCCAR, memory_weight_mode=rsim.MemoryWeightMode.LIGHT, tick_rate=120
-            )
+            arena = rsim.Arena(rsim.GameMode.SOCCAR, memory_weight_mode=rsim.MemoryWeightMode.LIGHT, tick_rate=120)
             cars = [arena.add_car(rsim.Team.BLUE) for _ in range(blue_size)]
             cars += [arena.add_car(rsim.Team.ORANGE) for _ in range(orange_size)]
             self.arenas.append(arena)

@@ -28,9 +28,7 @@ def mlp(in_dim: int, hidden: list[int], out_dim: int, out_gain: float) -> nn.Seq
 class ActorCritic(nn.Module):
     """A policy MLP (logits over the action table) and a separate critic MLP (state value)."""
 
-    def __init__(
-        self, obs_dim: int, num_actions: int, policy_layers: list[int], critic_layers: list[int]
-    ) -> None:
+    def __init__(self, obs_dim: int, num_actions: int, policy_layers: list[int], critic_layers: list[int]) -> None:
         super().__init__()
         self.obs_dim = obs_dim
         self.num_actions = num_actions
@@ -41,18 +39,14 @@ class ActorCritic(nn.Module):
         value: torch.Tensor = self.critic(obs)
         return value.squeeze(-1)
 
-    def act(
-        self, obs: torch.Tensor, deterministic: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample actions; returns ``(actions, log_probs, values)``."""
         logits = self.policy(obs)
         dist = Categorical(logits=logits)
         actions = logits.argmax(-1) if deterministic else dist.sample()
         return actions, dist.log_prob(actions), self.value(obs)
 
-    def evaluate(
-        self, obs: torch.Tensor, actions: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Log-probabilities and entropy of ``actions`` and the values; ``(log_probs, entropy, values)``."""
         dist = Categorical(logits=self.policy(obs))
         return dist.log_prob(actions), dist.entropy(), self.value(obs)

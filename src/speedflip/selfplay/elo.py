@@ -14,7 +14,7 @@ DEFAULT_K = 32.0
 
 def expected_score(rating_a: float, rating_b: float) -> float:
     """Probability-like expected score of A against B."""
-    return 1.0 / (1.0 + 10.0 ** ((rating_b - rating_a) / 400.0))
+    return float(1.0 / (1.0 + 10.0 ** ((rating_b - rating_a) / 400.0)))
 
 
 def update(rating_a: float, rating_b: float, score_a: float, k: float = DEFAULT_K) -> tuple[float, float]:

@@ -31,9 +31,7 @@ def _fmt(value: Any, spec: str = ".2f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def print_summary(
-    console: Console, cfg: Config, trainer: Trainer, run_dir: Path, resumed_from: Path | None
-) -> None:
+def print_summary(console: Console, cfg: Config, trainer: Trainer, run_dir: Path, resumed_from: Path | None) -> None:
     table = Table(title="speedflip run", show_header=False, title_justify="left")
     rows = [
         ("run dir", str(run_dir)),
@@ -123,9 +121,7 @@ def _loop(cfg: Config, trainer: Trainer, run_dir: Path, console: Console) -> int
                 learn_start = time.perf_counter()
                 metrics = trainer.update(batch, raw_obs)
                 learn_seconds = time.perf_counter() - learn_start
-                record = summarize_iteration(
-                    trainer, stats, metrics, learn_seconds, time.perf_counter() - start
-                )
+                record = summarize_iteration(trainer, stats, metrics, learn_seconds, time.perf_counter() - start)
                 jsonl.write(record)
                 if tb is not None:
                     tb.write(record)
@@ -153,12 +149,8 @@ def _loop(cfg: Config, trainer: Trainer, run_dir: Path, console: Console) -> int
                     reason = f"{stop.signal_name} received"
                     break
         path = trainer.save(checkpoints, {"reason": reason})
-        console.print(
-            f"Stopped ({reason}) at {trainer.global_step:,} agent steps; checkpoint: {path}", soft_wrap=True
-        )
-        console.print(
-            f"Resume with the same command; TensorBoard: tensorboard --logdir {run_dir}", soft_wrap=True
-        )
+        console.print(f"Stopped ({reason}) at {trainer.global_step:,} agent steps; checkpoint: {path}", soft_wrap=True)
+        console.print(f"Resume with the same command; TensorBoard: tensorboard --logdir {run_dir}", soft_wrap=True)
         return 0
     except KeyboardInterrupt:
         console.print("Second interrupt: exiting now without saving (the last checkpoint is intact).")

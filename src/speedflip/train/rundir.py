@@ -74,11 +74,7 @@ def prepare_run_dir(run_dir: Path, compat: dict[str, Any], new: bool) -> ResumeP
             skipped.append(str(err))
             continue
         theirs = meta.get("compat", {})
-        diff = [
-            f"{k}: checkpoint {theirs.get(k)!r} vs config {v!r}"
-            for k, v in compat.items()
-            if theirs.get(k) != v
-        ]
+        diff = [f"{k}: checkpoint {theirs.get(k)!r} vs config {v!r}" for k, v in compat.items() if theirs.get(k) != v]
         if diff:
             mismatches.append(f"{path.name} ({'; '.join(diff)})")
             skipped.append(f"{path}: incompatible with the current config ({'; '.join(diff)})")

@@ -303,12 +303,8 @@ def summarize_iteration(
         "iteration": trainer.iteration,
         "sps": stats.steps / max(total_seconds, 1e-9),
         "wall_seconds": wall_seconds,
-        "charts/episode_reward_mean": float(np.mean(stats.episode_returns))
-        if stats.episode_returns
-        else None,
-        "charts/episode_length_seconds": float(np.mean(stats.episode_lengths))
-        if stats.episode_lengths
-        else None,
+        "charts/episode_reward_mean": float(np.mean(stats.episode_returns)) if stats.episode_returns else None,
+        "charts/episode_length_seconds": float(np.mean(stats.episode_lengths)) if stats.episode_lengths else None,
         "charts/episodes": len(stats.episode_returns),
         "charts/touches_per_minute": stats.touches_per_minute,
         "charts/goals_per_minute": stats.goals_per_minute,
