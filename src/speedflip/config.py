@@ -34,6 +34,13 @@ class EnvConfig(_Strict):
     blue_size: int = Field(1, ge=1, le=3, description="cars on the blue team")
     orange_size: int = Field(1, ge=0, le=3, description="cars on the orange team")
     tick_skip: int = Field(8, ge=1, le=120, description="physics ticks (1/120 s) per decision")
+    obs_team_size: int = Field(
+        0,
+        ge=0,
+        le=3,
+        description="team size the observation is padded to; 0 = the larger team here. Set it "
+        "to keep the observation size fixed across curriculum stages",
+    )
     action_delay_ticks: int = Field(1, ge=0, le=1, description="1 = RLBot's one-tick action delay")
     timeout_seconds: float = Field(300.0, gt=0, description="episode length limit in game seconds")
     no_touch_timeout_seconds: float = Field(30.0, gt=0, description="truncate after this long without a touch")
@@ -139,12 +146,76 @@ class RunConfig(_Strict):
     tensorboard: bool = True
 
 
+class SelfPlayConfig(_Strict):
+    """Opponents: pure self-play, a pool of frozen snapshots and the rule bot, ratings, evaluation."""
+
+    opponent_share: float = Field(
+        0.0, ge=0.0, le=1.0, description="share of arenas where the learner plays a pool opponent (0 = pure self-play)"
+    )
+    snapshot_interval_steps: int = Field(
+        1_000_000, ge=1, description="agent steps between milestones (full snapshots that join the pool)"
+    )
+    pool_size: int = Field(8, ge=1, description="snapshots kept in the pool (the rule bot comes on top)")
+    include_rule: bool = Field(True, description="the rule-based bot is a pool member")
+    sampling: Literal["uniform", "elo_weighted", "recent_weighted", "difficulty_adjusted"] = "elo_weighted"
+    temperature: float = Field(100.0, gt=0, description="softness of the sampling weights (Elo points)")
+    elo_window: float = Field(400.0, gt=0, description="elo_weighted: prefer opponents within this Elo gap")
+    target_win_rate: float = Field(0.6, gt=0, lt=1, description="difficulty_adjusted: aim for this win rate")
+    min_elo_diff: float = Field(400.0, gt=0, description="prune snapshots rated this far below the learner")
+    k_factor: float = Field(16.0, gt=0, description="Elo K factor for training and evaluation games")
+    eval_interval_steps: int = Field(0, ge=0, description="evaluate vs the rule bot every N agent steps (0 = off)")
+    eval_games: int = Field(8, ge=2, description="games per periodic evaluation")
+    eval_game_seconds: float = Field(60.0, gt=0, description="simulated seconds per evaluation game")
+
+
+class StageConfig(_Strict):
+    """One curriculum stage; the next stage starts when any of its ``until_*`` conditions holds."""
+
+    name: str
+    blue_size: int = Field(1, ge=1, le=3)
+    orange_size: int = Field(1, ge=1, le=3)
+    opponent_share: float = Field(0.0, ge=0.0, le=1.0, description="share of arenas against the pool")
+    until_steps: int | None = Field(None, ge=1, description="advance at this global step")
+    until_win_rate: float | None = Field(None, gt=0, le=1, description="advance at this win rate vs the pool")
+    until_elo: float | None = Field(None, description="advance when the learner's Elo reaches this")
+
+
+def _default_stages() -> list[StageConfig]:
+    return [
+        StageConfig(name="1v1", blue_size=1, orange_size=1, opponent_share=0.0, until_steps=2_000_000),
+        StageConfig(name="1v2", blue_size=1, orange_size=2, opponent_share=1.0, until_steps=3_500_000),
+        StageConfig(name="2v2", blue_size=2, orange_size=2, opponent_share=0.0),
+    ]
+
+
+class CurriculumConfig(_Strict):
+    """Stages of team sizes and opponents (default 1v1 self-play -> 1v2 vs the pool -> 2v2 self-play)."""
+
+    enabled: bool = False
+    stages: list[StageConfig] = Field(default_factory=_default_stages)
+
+    @field_validator("stages")
+    @classmethod
+    def _stages(cls, v: list[StageConfig]) -> list[StageConfig]:
+        if not v:
+            raise ValueError("a curriculum needs at least one stage")
+        for stage in v[:-1]:
+            if stage.until_steps is None and stage.until_win_rate is None and stage.until_elo is None:
+                raise ValueError(f"stage '{stage.name}' is not the last one but has no until_steps/win_rate/elo")
+        steps = [s.until_steps for s in v if s.until_steps is not None]
+        if steps != sorted(steps):
+            raise ValueError("until_steps must increase from stage to stage")
+        return v
+
+
 class Config(_Strict):
     """Everything a training run needs."""
 
     env: EnvConfig = Field(default_factory=lambda: EnvConfig())
     ppo: PPOConfig = Field(default_factory=lambda: PPOConfig())
     run: RunConfig = Field(default_factory=lambda: RunConfig())
+    selfplay: SelfPlayConfig = Field(default_factory=lambda: SelfPlayConfig())
+    curriculum: CurriculumConfig = Field(default_factory=lambda: CurriculumConfig())
 
     @model_validator(mode="after")
     def _batch_fits(self) -> Config:
@@ -282,7 +353,7 @@ def _explain(err: ValidationError, source: str) -> str:
             close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
             hint = f" Did you mean '{close[0]}'?" if close else ""
             section = key.rsplit(".", 1)[0] if "." in key else ""
-            allowed = [k for k in known if k.startswith(section + ".")] if section else ["env", "ppo", "run"]
+            allowed = [k for k in known if k.startswith(section + ".")] if section else list(Config.model_fields)
             lines.append(f"unknown key '{key}'.{hint} Allowed here: {', '.join(allowed)}.")
         else:
             value = e.get("input")

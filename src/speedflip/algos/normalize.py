@@ -35,7 +35,7 @@ class RunningMeanStd:
     def load_state_dict(self, state: dict[str, Array]) -> None:
         self.mean = np.asarray(state["mean"], np.float64).copy()
         self.var = np.asarray(state["var"], np.float64).copy()
-        self.count = float(np.asarray(state["count"]))
+        self.count = float(np.asarray(state["count"]).reshape(()))  # checkpoints store it as shape [1]
 
 
 class ReturnNormalizer:

@@ -27,6 +27,7 @@ import sys
 import time
 import weakref
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from multiprocessing import shared_memory
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -37,6 +38,7 @@ import numpy as np
 from speedflip._types import Array
 from speedflip.collect.shared import EPISODE_FIELDS, SharedArrays, make_layout
 from speedflip.collect.worker import (
+    CMD_ATTACH,
     CMD_CLOSE,
     CMD_GET_RNG,
     CMD_RESET,
@@ -49,7 +51,6 @@ from speedflip.collect.worker import (
 )
 from speedflip.config import EnvConfig
 from speedflip.env.actions import LookupTableAction
-from speedflip.env.obs import DefaultObs
 from speedflip.env.vec_env import StepResult
 
 
@@ -100,31 +101,41 @@ def _thread_env(threads: int) -> Iterator[None]:
                 os.environ[var] = value
 
 
-def _shutdown(procs: list[BaseProcess], conns: list[Connection], shm: shared_memory.SharedMemory | None) -> None:
+@dataclass
+class _Resources:
+    """What must be released when the collector goes away (shared with its finalizer)."""
+
+    procs: list[BaseProcess] = field(default_factory=list)
+    conns: list[Connection] = field(default_factory=list)
+    shm: shared_memory.SharedMemory | None = None
+
+
+def _shutdown(res: _Resources) -> None:
     """Stop workers (politely, then by force) and free the shared memory. Safe to call twice."""
-    for proc, conn in zip(procs, conns, strict=False):
+    for proc, conn in zip(res.procs, res.conns, strict=False):
         if proc.is_alive():
             with contextlib.suppress(OSError):
                 conn.send_bytes(CMD_CLOSE)
-    deadline = time.monotonic() + 5.0
-    for proc in procs:
+    deadline = time.monotonic() + 2.0
+    for proc in res.procs:
         proc.join(timeout=max(0.0, deadline - time.monotonic()))
-    for proc in procs:
+    for proc in res.procs:
         if proc.is_alive():
             proc.terminate()
-            proc.join(timeout=2.0)
+            proc.join(timeout=1.0)
         if proc.is_alive():
             proc.kill()
             proc.join(timeout=2.0)
-    for conn in conns:
+    for conn in res.conns:
         conn.close()
-    procs.clear()
-    conns.clear()
-    if shm is not None:
+    res.procs.clear()
+    res.conns.clear()
+    if res.shm is not None:
         with contextlib.suppress(FileNotFoundError):
-            shm.unlink()
+            res.shm.unlink()
         with contextlib.suppress(BufferError):
-            shm.close()
+            res.shm.close()
+        res.shm = None
 
 
 class MultiProcessVecEnv:
@@ -163,32 +174,31 @@ class MultiProcessVecEnv:
         self.num_agents = self.num_arenas * self.num_cars
         self.num_workers = min(num_workers, self.num_arenas)
         self.threads_per_worker = threads_per_worker
+        self.start_timeout = start_timeout
         self.car_teams = np.array([0] * cfg.blue_size + [1] * cfg.orange_size, dtype=np.int64)
         self.actions = LookupTableAction()
         self.num_actions = self.actions.num_actions
-        self.obs_dim = DefaultObs(cfg.blue_size, cfg.orange_size).obs_dim
-        self.reward_names = [name for name, w in cfg.rewards.items() if w != 0.0]
         bounds = np.linspace(0, self.num_arenas, self.num_workers + 1).astype(int)
         self.arena_slices = [(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
-
-        layout, size = make_layout(
-            self.num_agents, self.obs_dim, self.num_arenas, self.num_workers, len(self.reward_names)
-        )
-        self._shm: shared_memory.SharedMemory | None = shared_memory.SharedMemory(create=True, size=size)
-        self._buf: SharedArrays | None = SharedArrays.view(self._shm, layout)
-        self._procs: list[BaseProcess] = []
-        self._conns: list[Connection] = []
-        self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._conns, self._shm)
         self._arena_weights = np.array([b - a for a, b in self.arena_slices], np.float64)
+        # filled in by _start from what the workers report
+        self.obs_dim = 0
+        self.reward_names: list[str] = []
+        self.shm_name = ""  # the shared block's name (for diagnostics)
+        self._buf: SharedArrays | None = None
+        self._closed = False
+        self._res = _Resources()
+        self._finalizer = weakref.finalize(self, _shutdown, self._res)
         try:
-            self._start(layout)
+            self._start()
         except BaseException:
             self.close()
             raise
 
     # ------------------------------------------------------------------ lifecycle
-    def _start(self, layout: list[tuple[str, str, tuple[int, ...], int]]) -> None:
-        assert self._shm is not None
+    def _start(self) -> None:
+        """Start the workers; each builds its arenas and reports its observation size, then the
+        parent sizes the shared block from that and tells every worker where it is."""
         ctx = _context(self.start_method)
         with _thread_env(1):
             for index, (a, b) in enumerate(self.arena_slices):
@@ -201,8 +211,6 @@ class MultiProcessVecEnv:
                     agent_start=a * self.num_cars,
                     agent_stop=b * self.num_cars,
                     num_threads=self.threads_per_worker,
-                    shm_name=self._shm.name,
-                    layout=layout,
                 )
                 parent_end, child_end = ctx.Pipe(duplex=True)
                 proc = ctx.Process(
@@ -210,30 +218,36 @@ class MultiProcessVecEnv:
                 )
                 proc.start()
                 child_end.close()
-                self._procs.append(proc)
-                self._conns.append(parent_end)
-        replies = self._wait_all(self.timeout_for_start, "start")
-        for index, reply in enumerate(replies):
-            if int(reply) != self.obs_dim:
+                self._res.procs.append(proc)
+                self._res.conns.append(parent_end)
+        hellos = [json.loads(reply.decode()) for reply in self._wait_all(self.start_timeout, "start")]
+        self.obs_dim = int(hellos[0]["obs_dim"])
+        self.reward_names = [str(name) for name in hellos[0]["reward_names"]]
+        for index, hello in enumerate(hellos):
+            if int(hello["obs_dim"]) != self.obs_dim:
                 raise CollectorError(
-                    f"collector worker {index} builds observations of size {int(reply)}, expected {self.obs_dim}"
+                    f"{self._describe_worker(index)} builds observations of size {hello['obs_dim']}, "
+                    f"worker 0 of size {self.obs_dim}"
                 )
-
-    @property
-    def timeout_for_start(self) -> float:
-        """Seconds allowed for workers to import, build their arenas and report ready."""
-        return max(self.timeout, 120.0)
+        layout, size = make_layout(
+            self.num_agents, self.obs_dim, self.num_arenas, self.num_workers, len(self.reward_names)
+        )
+        shm = shared_memory.SharedMemory(create=True, size=size)
+        self._res.shm = shm
+        self.shm_name = shm.name
+        self._buf = SharedArrays.view(shm, layout)
+        self._command(CMD_ATTACH + json.dumps({"name": shm.name, "layout": layout}).encode(), "attach")
 
     @property
     def pids(self) -> list[int | None]:
         """Process ids of the workers (for diagnostics and memory accounting)."""
-        return [proc.pid for proc in self._procs]
+        return [proc.pid for proc in self._res.procs]
 
     def close(self) -> None:
         """Stop the workers and free the shared memory (idempotent)."""
+        self._closed = True
         self._buf = None
         self._finalizer()
-        self._shm = None
 
     def __enter__(self) -> MultiProcessVecEnv:
         return self
@@ -244,11 +258,11 @@ class MultiProcessVecEnv:
     # ------------------------------------------------------------------ messaging
     def _describe_worker(self, index: int) -> str:
         a, b = self.arena_slices[index]
-        pid = self._procs[index].pid if index < len(self._procs) else None
+        pid = self._res.procs[index].pid if index < len(self._res.procs) else None
         return f"collector worker {index} (pid {pid}, arenas {a}..{b - 1})"
 
     def _send_all(self, message: bytes) -> None:
-        for index, conn in enumerate(self._conns):
+        for index, conn in enumerate(self._res.conns):
             try:
                 conn.send_bytes(message)
             except OSError as err:
@@ -260,10 +274,10 @@ class MultiProcessVecEnv:
 
     def _wait_all(self, timeout: float, what: str) -> list[bytes]:
         """Wait for one reply from every worker; a dead or silent worker raises, never hangs."""
-        if self._buf is None:
+        if self._closed:
             raise CollectorError("the collector is closed")
-        replies: list[bytes] = [b""] * len(self._conns)
-        pending = set(range(len(self._conns)))
+        replies: list[bytes] = [b""] * len(self._res.conns)
+        pending = set(range(len(self._res.conns)))
         deadline = time.monotonic() + timeout
         while pending:
             remaining = deadline - time.monotonic()
@@ -275,8 +289,8 @@ class MultiProcessVecEnv:
                         "(stuck, or the machine is overloaded); the collector was shut down"
                     )
                 )
-            conns = {self._conns[i]: i for i in pending}
-            sentinels = {self._procs[i].sentinel: i for i in pending}
+            conns = {self._res.conns[i]: i for i in pending}
+            sentinels = {self._res.procs[i].sentinel: i for i in pending}
             ready = wait([*conns, *sentinels], timeout=remaining)
             for obj in ready:
                 if isinstance(obj, Connection):
@@ -286,32 +300,30 @@ class MultiProcessVecEnv:
             for obj in ready:
                 if isinstance(obj, int) and sentinels[obj] in pending:
                     index = sentinels[obj]
-                    if self._conns[index].poll():
+                    if self._res.conns[index].poll():
                         replies[index] = self._receive(index, what)  # its last words, or a late reply
                         pending.discard(index)
                         continue
-                    self._procs[index].join(timeout=1.0)
-                    code = self._procs[index].exitcode
-                    signal_note = f" (killed by signal {-code})" if code is not None and code < 0 else ""
-                    self._fail(
-                        WorkerFailedError(
-                            f"{self._describe_worker(index)} died during '{what}' with exit code "
-                            f"{code}{signal_note}; the collector was shut down"
-                        )
-                    )
+                    self._fail(WorkerFailedError(self._death_message(index, what)))
         return replies
+
+    def _death_message(self, index: int, what: str) -> str:
+        proc = self._res.procs[index]
+        proc.join(timeout=1.0)
+        code = proc.exitcode
+        if code is None:
+            status = "closed its pipe but is still running"
+        elif code < 0:
+            status = f"died with exit code {code} (killed by signal {-code})"
+        else:
+            status = f"died with exit code {code}"
+        return f"{self._describe_worker(index)} {status} during '{what}'; the collector was shut down"
 
     def _receive(self, index: int, what: str) -> bytes:
         try:
-            reply = self._conns[index].recv_bytes()
+            reply = self._res.conns[index].recv_bytes()
         except (EOFError, OSError):
-            self._procs[index].join(timeout=1.0)
-            self._fail(
-                WorkerFailedError(
-                    f"{self._describe_worker(index)} closed its pipe during '{what}' "
-                    f"(exit code {self._procs[index].exitcode}); the collector was shut down"
-                )
-            )
+            self._fail(WorkerFailedError(self._death_message(index, what)))
         if reply[:1] == REPLY_ERROR:
             self._fail(WorkerFailedError(reply[1:].decode("utf-8", "replace")))
         return reply[1:]

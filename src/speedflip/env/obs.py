@@ -45,16 +45,17 @@ def _car_block(rows: Array) -> Array:
 class DefaultObs:
     """Ball, self, teammates, opponents (padded to the larger team), boost pads, previous controls.
 
-    Size for a given pair of team sizes is fixed: with ``m = max(blue_size, orange_size)``,
+    Size for a given pair of team sizes is fixed: with ``m = max(blue_size, orange_size, team_size)``
+    (``team_size`` pads further, to keep one size across curriculum stages),
     ``9 + 27 + 25 * (m - 1) + 25 * m + 34 + 8`` floats (103 in 1v1, 153 in 2v2 and 1v2).
     """
 
-    def __init__(self, blue_size: int, orange_size: int) -> None:
+    def __init__(self, blue_size: int, orange_size: int, team_size: int = 0) -> None:
         self.blue_size = blue_size
         self.orange_size = orange_size
         self.num_cars = blue_size + orange_size
         self.car_teams = np.array([L.BLUE] * blue_size + [L.ORANGE] * orange_size)
-        max_team = max(blue_size, orange_size)
+        max_team = max(blue_size, orange_size, team_size)
         self.teammate_slots = max_team - 1
         self.opponent_slots = max_team
         self.teammate_index = self._slot_index(same_team=True, slots=self.teammate_slots)

@@ -39,6 +39,7 @@ class StepResult:
     truncated: Array  # [N] bool: a time limit ended it (bootstrap from final_obs)
     final_obs: Array  # [N, obs_dim]: the last observation of ended episodes (rows where done)
     episodes: list[dict[str, float]] = field(default_factory=list)  # one per arena that finished
+    goal_team: Array | None = None  # [K]: -1 no goal, 0 blue scored, 1 orange scored (None: not reported)
 
 
 class RocketLeagueVecEnv:
@@ -64,7 +65,7 @@ class RocketLeagueVecEnv:
         self.num_agents = self.num_arenas * self.num_cars
         self.car_teams = self.arenas.car_teams
         self.actions = LookupTableAction()
-        self.obs_builder = DefaultObs(cfg.blue_size, cfg.orange_size)
+        self.obs_builder = DefaultObs(cfg.blue_size, cfg.orange_size, cfg.obs_team_size)
         self.obs_dim = self.obs_builder.obs_dim
         self.num_actions = self.actions.num_actions
         self.reward_fn = WeightedReward(cfg.rewards)
@@ -180,6 +181,7 @@ class RocketLeagueVecEnv:
             truncated=np.repeat(truncated, C),
             final_obs=final_obs,
             episodes=episodes,
+            goal_team=goal_team,
         )
 
     def _with_custom_controls(self, idx: Array, custom: Array) -> tuple[Array, list[rsim.CarControls], Array]:

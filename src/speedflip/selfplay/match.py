@@ -89,7 +89,9 @@ def summarize(results: list[GameResult]) -> MatchSummary:
     )
 
 
-def match_env_config(games: int, team_size: int, game_seconds: float, tick_skip: int = 8) -> EnvConfig:
+def match_env_config(
+    games: int, team_size: int, game_seconds: float, tick_skip: int = 8, obs_team_size: int = 0
+) -> EnvConfig:
     return EnvConfig(
         num_arenas=games,
         blue_size=team_size,
@@ -99,6 +101,7 @@ def match_env_config(games: int, team_size: int, game_seconds: float, tick_skip:
         no_touch_timeout_seconds=game_seconds + 60.0,
         state_setters={"kickoff": 1.0},
         rewards={"goal": 1.0},
+        obs_team_size=obs_team_size,
     )
 
 

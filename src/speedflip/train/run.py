@@ -16,12 +16,14 @@ from speedflip.config import Config
 from speedflip.env.actions import LookupTableAction
 from speedflip.env.obs import DefaultObs
 from speedflip.train.metrics import JsonlSink, TensorBoardSink
+from speedflip.train.notify import post_milestone
 from speedflip.train.rundir import compat_signature, prepare_run_dir
 from speedflip.train.trainer import (
     StopFlag,
     Trainer,
     config_hash,
     git_commit,
+    stage_config,
     summarize_iteration,
     write_resolved_config,
 )
@@ -59,8 +61,9 @@ def print_summary(console: Console, cfg: Config, trainer: Trainer, run_dir: Path
 def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None = None) -> int:
     """Train (or resume) the run in ``run_dir``; returns a process exit code."""
     console = console or Console()
+    env_cfg = stage_config(cfg, 0).env
     compat = compat_signature(
-        DefaultObs(cfg.env.blue_size, cfg.env.orange_size).obs_dim,
+        DefaultObs(env_cfg.blue_size, env_cfg.orange_size, env_cfg.obs_team_size).obs_dim,
         LookupTableAction().num_actions,
         cfg.ppo.policy_layers,
         cfg.ppo.critic_layers,
@@ -71,12 +74,16 @@ def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None
     for reason in plan.skipped:
         console.print(f"[yellow]skipped checkpoint[/yellow] {reason}")
 
-    trainer = Trainer(cfg)
+    trainer = Trainer(cfg, run_dir)
     try:
         if plan.checkpoint is not None:
             trainer.load(plan.checkpoint)
         write_resolved_config(cfg, run_dir)
         print_summary(console, cfg, trainer, run_dir, plan.checkpoint)
+        for note in dict.fromkeys(trainer.notes):
+            console.print(f"note: {note}", soft_wrap=True)
+        for note in trainer.matchmaker.notes:
+            console.print(f"note: {note}", soft_wrap=True)
         if trainer.global_step >= cfg.run.total_steps:
             console.print(
                 f"This run is already complete at {trainer.global_step:,} agent steps. To train further, "
@@ -94,6 +101,10 @@ def _loop(cfg: Config, trainer: Trainer, run_dir: Path, console: Console) -> int
     checkpoints = run_dir / "checkpoints"
     interval = cfg.run.checkpoint_interval_steps
     next_checkpoint = (trainer.global_step // interval + 1) * interval
+    milestone_every = cfg.selfplay.snapshot_interval_steps
+    next_milestone = (trainer.global_step // milestone_every + 1) * milestone_every
+    eval_every = cfg.selfplay.eval_interval_steps
+    next_eval = (trainer.global_step // eval_every + 1) * eval_every if eval_every else None
     start = time.perf_counter()
     start_step = trainer.global_step
     last_line = 0.0
@@ -122,6 +133,12 @@ def _loop(cfg: Config, trainer: Trainer, run_dir: Path, console: Console) -> int
                 metrics = trainer.update(batch, raw_obs)
                 learn_seconds = time.perf_counter() - learn_start
                 record = summarize_iteration(trainer, stats, metrics, learn_seconds, time.perf_counter() - start)
+                if next_eval is not None and trainer.global_step >= next_eval:
+                    record.update(trainer.evaluate_vs_rule())
+                    next_eval = (trainer.global_step // eval_every + 1) * eval_every
+                record.update(trainer.matchmaker.metrics())
+                record["curriculum/stage"] = trainer.stage
+                trainer.matchmaker.flush()
                 jsonl.write(record)
                 if tb is not None:
                     tb.write(record)
@@ -145,6 +162,14 @@ def _loop(cfg: Config, trainer: Trainer, run_dir: Path, console: Console) -> int
                 if trainer.global_step >= next_checkpoint:
                     trainer.save(checkpoints, _milestone_meta(record))
                     next_checkpoint = (trainer.global_step // interval + 1) * interval
+                if trainer.global_step >= next_milestone:
+                    meta = {**_milestone_meta(record), "phase": trainer.stage_name, "timestamp": time.time()}
+                    path = trainer.milestone(meta)
+                    next_milestone = (trainer.global_step // milestone_every + 1) * milestone_every
+                    post_milestone(path, meta, trainer.matchmaker.learner_elo, console)
+                message = trainer.advance_curriculum()
+                if message:
+                    console.print(message, soft_wrap=True)
                 if stop.requested:
                     reason = f"{stop.signal_name} received"
                     break

@@ -28,7 +28,13 @@ from speedflip.algos.normalize import ReturnNormalizer, RunningMeanStd
 from speedflip.algos.ppo import Batch, compute_gae, ppo_update
 from speedflip.collect import make_vec_env
 from speedflip.config import Config, config_to_dict
+from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.models.mlp import ActorCritic
+from speedflip.selfplay.league import REFERENCE_PLAYER, append_games
+from speedflip.selfplay.match import match_env_config, play_match, summarize
+from speedflip.selfplay.matchmaker import LEARNER, LivePolicy, Matchmaker
+from speedflip.selfplay.policies import ScriptedPolicy
+from speedflip.selfplay.rule_policy import RulePolicy
 from speedflip.train.checkpoint import (
     Checkpoint,
     from_numpy_dict,
@@ -88,26 +94,62 @@ class RolloutStats:
 class Trainer:
     """Owns the environment, the model, the optimizer, the normalizers and the counters."""
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, run_dir: Path | None = None) -> None:
         self.cfg = cfg
+        self.run_dir = run_dir
         cores = os.cpu_count() or 1
         torch.set_num_threads(cfg.run.torch_threads or cores)
         torch.manual_seed(cfg.run.seed)
         self.device = resolve_device(cfg.run.device)
-        self.env = make_vec_env(cfg, seed=cfg.run.seed)
+        self.stage = 0
+        self.return_norm: ReturnNormalizer | None = None
+        self.notes: list[str] = []
+        self._build_env()
         self.model = ActorCritic(
             self.env.obs_dim, self.env.num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers
         ).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.ppo.learning_rate, eps=1e-5)
         self.generator = torch.Generator().manual_seed(cfg.run.seed + 1)
         self.obs_rms = RunningMeanStd((self.env.obs_dim,))
-        self.return_norm = ReturnNormalizer(self.env.num_agents, cfg.ppo.gamma)
         self.global_step = 0
         self.iteration = 0
-        self.obs = self.env.reset()
+        self.last_eval: dict[str, float | None] = {}
         self.compat = compat_signature(
             self.env.obs_dim, self.env.num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers
         )
+
+    # ------------------------------------------------------------------ environment and opponents
+    def _build_env(self) -> None:
+        """(Re)build the env and the matchmaker for the current curriculum stage."""
+        cfg = self.cfg
+        self.env_cfg = stage_config(cfg, self.stage)
+        self.env = make_vec_env(self.env_cfg, seed=cfg.run.seed + 1000 * self.stage)
+        env_cfg = self.env_cfg.env
+        self.car_teams = np.array([0] * env_cfg.blue_size + [1] * env_cfg.orange_size, np.int64)
+        self.state_available = isinstance(self.env, RocketLeagueVecEnv)
+        selfplay = cfg.selfplay
+        if selfplay.include_rule and not self.state_available:
+            selfplay = selfplay.model_copy(update={"include_rule": False})
+            self.notes.append("the rule bot needs the in-process collector; it is left out of the pool")
+        self.matchmaker = Matchmaker(
+            selfplay, stage_opponent_share(cfg, self.stage), self.env.num_arenas, self.car_teams,
+            self.env.actions.table, self.env.obs_dim, self.run_dir, cfg.run.seed + 17 * self.stage,
+        )  # fmt: skip
+        if self.run_dir is not None:
+            self.matchmaker.load_milestones(self.run_dir / "milestones")
+        if self.matchmaker.pool_arenas and not self.matchmaker.members:
+            self.notes.append("the opponent pool is empty: pool arenas fall back to self-play until a milestone")
+        self.matchmaker.sample(np.arange(self.env.num_arenas))
+        learners = len(self.matchmaker.learner_cols)
+        old = self.return_norm
+        self.return_norm = ReturnNormalizer(learners, cfg.ppo.gamma)
+        if old is not None:
+            self.return_norm.rms = old.rms
+        self.obs = self.env.reset()
+
+    @property
+    def stage_name(self) -> str:
+        return self.cfg.curriculum.stages[self.stage].name if self.cfg.curriculum.enabled else "main"
 
     # ------------------------------------------------------------------ helpers
     def _normalize(self, obs: Array) -> Array:
@@ -126,7 +168,9 @@ class Trainer:
     @torch.no_grad()
     def collect(self) -> tuple[Batch, Array, RolloutStats]:
         """Run ``num_steps`` steps in every arena; returns the batch, the raw observations and stats."""
-        T, N, D = self.cfg.ppo.num_steps, self.env.num_agents, self.env.obs_dim
+        cols = self.matchmaker.learner_cols
+        T, N, D = self.cfg.ppo.num_steps, len(cols), self.env.obs_dim
+        assert self.return_norm is not None
         raw_obs = np.zeros((T, N, D), np.float32)
         obs_buf = np.zeros((T, N, D), np.float32)
         actions = np.zeros((T, N), np.int64)
@@ -147,31 +191,38 @@ class Trainer:
         raw_reward_sum = 0.0
         start = time.perf_counter()
         for t in range(T):
-            raw_obs[t] = self.obs
-            obs_buf[t] = self._normalize(self.obs)
-            action, log_prob, value = self.model.act(self._tensor(obs_buf[t]))
-            actions[t] = action.cpu().numpy()
-            log_probs[t] = log_prob.cpu().numpy()
-            values[t] = value.cpu().numpy()
-            result = self.env.step(actions[t])
-            raw_reward_sum += float(result.rewards.mean())
+            normalized = self._normalize(self.obs)
+            raw_obs[t] = self.obs[cols]
+            obs_buf[t] = normalized[cols]
+            action, log_prob, value = self.model.act(self._tensor(normalized))
+            chosen = action.cpu().numpy()
+            if self.matchmaker.pool_arenas:
+                state = self.env.state if isinstance(self.env, RocketLeagueVecEnv) else None
+                chosen = self.matchmaker.fill_opponent_actions(chosen, self.obs, state)
+            actions[t] = chosen[cols]
+            log_probs[t] = log_prob.cpu().numpy()[cols]
+            values[t] = value.cpu().numpy()[cols]
+            result = self.env.step(chosen)
+            self.matchmaker.on_step(result.terminated, result.truncated, result.goal_team, self.global_step)
+            step_rewards = result.rewards[cols]
+            raw_reward_sum += float(step_rewards.mean())
             for name, mean in self.env.reward_means().items():
                 reward_sums[name] = reward_sums.get(name, 0.0) + mean
-            terminated[t], truncated[t] = result.terminated, result.truncated
-            done = result.terminated | result.truncated
+            terminated[t], truncated[t] = result.terminated[cols], result.truncated[cols]
+            done = terminated[t] | truncated[t]
             if self.cfg.ppo.normalize_rewards:
-                rewards[t] = self.return_norm(result.rewards, done)
+                rewards[t] = self.return_norm(step_rewards, done)
             else:
-                rewards[t] = result.rewards
-            if result.truncated.any():
-                rows = np.flatnonzero(result.truncated)
-                final = self._tensor(self._normalize(result.final_obs[rows]))
+                rewards[t] = step_rewards
+            if truncated[t].any():
+                rows = np.flatnonzero(truncated[t])
+                final = self._tensor(self._normalize(result.final_obs[cols[rows]]))
                 truncation_values[t, rows] = self.model.value(final).cpu().numpy()
             for episode in result.episodes:
                 episode_returns.append(episode["return"])
                 episode_lengths.append(episode["length_seconds"])
             self.obs = result.obs
-        last_values = self.model.value(self._tensor(self._normalize(self.obs))).cpu().numpy()
+        last_values = self.model.value(self._tensor(self._normalize(self.obs[cols]))).cpu().numpy()
         advantages, returns = compute_gae(
             rewards, values, terminated, truncated, truncation_values, last_values,
             self.cfg.ppo.gamma, self.cfg.ppo.gae_lambda,
@@ -213,6 +264,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def to_checkpoint(self, extra_meta: dict[str, Any] | None = None) -> Checkpoint:
+        assert self.return_norm is not None
         opt_tensors, opt_meta = optimizer_to_tensors(self.optimizer.state_dict())
         state = {
             **from_numpy_dict(self.obs_rms.state_dict(), "obs_rms."),
@@ -226,6 +278,20 @@ class Trainer:
             "compat": self.compat,
             "numpy_rng": self.env.get_rng_state(),
             "num_agents": self.env.num_agents,
+            "stage": self.stage,
+            "stage_name": self.stage_name,
+            "learner_elo": self.matchmaker.learner_elo,
+            "summary": {
+                "device": str(self.device),
+                "arenas": self.env.num_arenas,
+                "agents": self.env.num_agents,
+                "obs_dim": self.env.obs_dim,
+                "actions": self.env.num_actions,
+                "parameters": self.model.num_parameters(),
+                "batch_size": self.cfg.ppo.num_steps * len(self.matchmaker.learner_cols),
+                "minibatch_size": self.cfg.ppo.minibatch_size,
+                "checkpoint_interval_steps": self.cfg.run.checkpoint_interval_steps,
+            },
             "config": config_to_dict(self.cfg),
             "config_hash": config_hash(self.cfg),
             "owner": self.cfg.run.owner,
@@ -244,6 +310,12 @@ class Trainer:
 
     def load(self, path: Path) -> None:
         ckpt = load_checkpoint(path)
+        stage = int(ckpt.meta.get("stage", 0))
+        if self.cfg.curriculum.enabled and stage != self.stage and stage < len(self.cfg.curriculum.stages):
+            self.env.close()
+            self.stage = stage
+            self._build_env()
+        assert self.return_norm is not None
         self.model.load_state_dict({k: v.to(self.device) for k, v in ckpt.model.items()})
         self.optimizer.load_state_dict(optimizer_from_tensors(ckpt.optimizer_tensors, ckpt.optimizer_meta))
         self.obs_rms.load_state_dict(to_numpy_dict(ckpt.state_tensors, "obs_rms."))
@@ -257,8 +329,93 @@ class Trainer:
         self.global_step = int(ckpt.meta["global_step"])
         self.iteration = int(ckpt.meta["iteration"])
 
-    def close(self) -> None:
+    # ------------------------------------------------------------------ between iterations
+    def milestone(self, extra_meta: dict[str, Any] | None = None) -> Path | None:
+        """A full snapshot under ``milestones/<stage>/<step>/`` (kept forever); it joins the pool."""
+        if self.run_dir is None:
+            return None
+        folder = self.run_dir / "milestones" / self.stage_name
+        path = save_checkpoint(folder, self.global_step, self.to_checkpoint(extra_meta), keep=10**9)
+        self.matchmaker.add_snapshot(path)
+        return path
+
+    def evaluate_vs_rule(self) -> dict[str, float | None]:
+        """Play ``eval_games`` games against the rule bot in separate arenas; rate them."""
+        sp = self.cfg.selfplay
+        env_cfg = self.env_cfg.env
+        team = max(1, env_cfg.blue_size)
+        pad = max(env_cfg.obs_team_size, env_cfg.blue_size, env_cfg.orange_size)
+        match_cfg = match_env_config(sp.eval_games, team, sp.eval_game_seconds, env_cfg.tick_skip, pad)
+        env = RocketLeagueVecEnv(match_cfg, seed=self.cfg.run.seed + self.iteration)
+        try:
+            if env.obs_dim != self.env.obs_dim:
+                return {}
+            live = LivePolicy(self.model, self.obs_rms if self.cfg.ppo.normalize_obs else None, self.iteration)
+            rule = ScriptedPolicy(RulePolicy(env.actions.table))
+            results = play_match(env, live, rule, sp.eval_game_seconds)
+        finally:
+            env.close()
+        summary = summarize(results)
+        league = self.matchmaker.league
+        rows = []
+        for r in results:
+            league.record(LEARNER, REFERENCE_PLAYER, r.score_a)
+            rows.append({**r.as_dict(), "step": self.global_step, "player_a": LEARNER, "player_b": REFERENCE_PLAYER,
+                         "team_size": team})  # fmt: skip
+        if self.run_dir is not None:
+            league.save()
+            append_games(self.run_dir / "games.csv", rows)
+        self.last_eval = {
+            "selfplay/winrate_vs_rule": summary.wins / summary.games,
+            "selfplay/score_rate_vs_rule": summary.score_rate,
+            "selfplay/goals_for_vs_rule": summary.goals_a / summary.games,
+            "selfplay/goals_against_vs_rule": summary.goals_b / summary.games,
+        }
+        return self.last_eval
+
+    def advance_curriculum(self) -> str | None:
+        """Move to the next stage when the current one's condition holds; returns a message if it did."""
+        if not self.cfg.curriculum.enabled or self.stage >= len(self.cfg.curriculum.stages) - 1:
+            return None
+        stage = self.cfg.curriculum.stages[self.stage]
+        win_rate = self.matchmaker.recent_win_rate()
+        reasons = []
+        if stage.until_steps is not None and self.global_step >= stage.until_steps:
+            reasons.append(f"step {self.global_step:,} >= {stage.until_steps:,}")
+        if stage.until_win_rate is not None and win_rate is not None and win_rate >= stage.until_win_rate:
+            reasons.append(f"win rate vs pool {win_rate:.2f} >= {stage.until_win_rate}")
+        if stage.until_elo is not None and self.matchmaker.learner_elo >= stage.until_elo:
+            reasons.append(f"Elo {self.matchmaker.learner_elo:.0f} >= {stage.until_elo:g}")
+        if not reasons:
+            return None
+        self.matchmaker.flush()
         self.env.close()
+        self.stage += 1
+        self._build_env()
+        return f"curriculum: stage '{stage.name}' -> '{self.stage_name}' ({'; '.join(reasons)})"
+
+    def close(self) -> None:
+        self.matchmaker.flush()
+        self.env.close()
+
+
+def stage_config(cfg: Config, stage: int) -> Config:
+    """The config with the env's team sizes of curriculum stage ``stage`` (obs padded to the largest)."""
+    if not cfg.curriculum.enabled:
+        return cfg
+    stages = cfg.curriculum.stages
+    current = stages[stage]
+    pad = max([cfg.env.obs_team_size] + [max(s.blue_size, s.orange_size) for s in stages])
+    env = cfg.env.model_copy(
+        update={"blue_size": current.blue_size, "orange_size": current.orange_size, "obs_team_size": pad}
+    )
+    return cfg.model_copy(update={"env": env})
+
+
+def stage_opponent_share(cfg: Config, stage: int) -> float:
+    if cfg.curriculum.enabled:
+        return cfg.curriculum.stages[stage].opponent_share
+    return cfg.selfplay.opponent_share
 
 
 class StopFlag:

@@ -1,0 +1,227 @@
+"""Training against the opponent pool: which rows the learner drives, who the opponents are.
+
+The first ``round(opponent_share * K)`` arenas are *pool arenas*: the learner drives one team
+(blue in even arenas, orange in odd ones) and a pool member drives the other; the remaining arenas
+are pure self-play (the learner drives every car). Opponents are sampled per arena at every
+episode start. Every finished pool-arena episode is a rated game (a goal wins it; a time limit is a
+draw) logged to ``games.csv`` and folded into ``league.json``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from speedflip._types import Array
+from speedflip.algos.normalize import RunningMeanStd
+from speedflip.config import SelfPlayConfig
+from speedflip.env import layout as L
+from speedflip.env.arenas import GameArrays
+from speedflip.models.mlp import ActorCritic
+from speedflip.selfplay.league import REFERENCE_PLAYER, League, append_games
+from speedflip.selfplay.policies import NeuralPolicy, Policy, ScriptedPolicy
+from speedflip.selfplay.pool import Member, prune, sampling_weights
+from speedflip.selfplay.rule_policy import RulePolicy
+from speedflip.train.checkpoint import CheckpointError, list_checkpoints, verify_checkpoint
+
+LEARNER = "learner"
+_NO_STATE = GameArrays.empty(0, 0)  # neural opponents ignore the state argument
+
+
+class LivePolicy:
+    """The learner's current network as a match player (for periodic evaluation)."""
+
+    def __init__(self, model: ActorCritic, obs_rms: RunningMeanStd | None, seed: int, name: str = LEARNER) -> None:
+        self.model = model
+        self.obs_rms = obs_rms
+        self.name = name
+        self.generator = torch.Generator().manual_seed(seed)
+
+    @torch.no_grad()
+    def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array:
+        x = self.obs_rms.normalize(obs) if self.obs_rms is not None else obs
+        device = next(self.model.parameters()).device
+        probs = torch.softmax(self.model.policy(torch.as_tensor(x, device=device)), -1).cpu()
+        out: Array = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1).numpy()
+        return out
+
+
+class Matchmaker:
+    """Pool arenas, opponent sampling, ratings of training games."""
+
+    def __init__(
+        self,
+        cfg: SelfPlayConfig,
+        opponent_share: float,
+        num_arenas: int,
+        car_teams: Array,
+        table: Array,
+        obs_dim: int,
+        run_dir: Path | None,
+        seed: int,
+    ) -> None:
+        self.cfg = cfg
+        self.num_arenas = num_arenas
+        self.car_teams = car_teams
+        self.num_cars = car_teams.shape[0]
+        self.table = table
+        self.obs_dim = obs_dim
+        self.run_dir = run_dir
+        self.rng = np.random.default_rng([seed, 7919])
+        self.pool_arenas = round(opponent_share * num_arenas)
+        learner_team = np.arange(num_arenas) % 2  # pool arenas: learner blue in even, orange in odd arenas
+        is_pool = np.arange(num_arenas) < self.pool_arenas
+        learner = ~is_pool[:, None] | (car_teams[None, :] == learner_team[:, None])
+        self.learner_rows = learner.reshape(-1)
+        self.learner_cols = np.flatnonzero(self.learner_rows)
+        self.learner_team = learner_team
+        self.league = League.load(run_dir / "league.json") if run_dir is not None else League(Path("league.json"))
+        self.league.k_factor = cfg.k_factor
+        self.league.player(LEARNER)
+        self.members: list[Member] = []
+        self._policies: dict[str, Policy] = {}
+        if cfg.include_rule:
+            self.members.append(Member(REFERENCE_PLAYER, None, 0, self.league.player(REFERENCE_PLAYER).rating))
+            self._policies[REFERENCE_PLAYER] = ScriptedPolicy(RulePolicy(table))
+        self.opponent = np.full(num_arenas, -1, np.int64)  # index into self.members per pool arena
+        self.recent: list[float] = []  # learner scores of recent pool games
+        self.notes: list[str] = []
+        self._pending_games: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ pool
+    @property
+    def learner_elo(self) -> float:
+        return self.league.player(LEARNER).rating
+
+    def load_milestones(self, milestones_dir: Path) -> None:
+        """Put every verified milestone of the run into the pool (called at start and on resume)."""
+        if not milestones_dir.is_dir():
+            return
+        for phase in sorted(p for p in milestones_dir.iterdir() if p.is_dir()):
+            for path in sorted(list_checkpoints(phase), key=lambda p: int(p.name)):
+                self.add_snapshot(path)
+
+    def add_snapshot(self, path: Path) -> None:
+        try:
+            meta = verify_checkpoint(path)
+        except CheckpointError as err:
+            self.notes.append(f"milestone skipped: {err}")
+            return
+        if meta.get("compat", {}).get("obs_dim") != self.obs_dim:
+            self.notes.append(f"milestone {path} has another observation size; not used as an opponent")
+            return
+        step = int(meta["global_step"])
+        name = f"{path.parent.name}@{step}"
+        if any(m.name == name for m in self.members):
+            return
+        rating = self.league.player(name, step=step, path=str(path))
+        if rating.games == 0:
+            rating.rating = self.learner_elo  # a new snapshot starts at the learner's rating
+        self.members.append(Member(name, str(path), step, rating.rating, rating.games))
+        self.members = prune(self.members, self.learner_elo, self.cfg.min_elo_diff, self.cfg.pool_size)
+        kept = {m.name for m in self.members}
+        self._policies = {name: p for name, p in self._policies.items() if name in kept}
+
+    def _policy(self, member: Member) -> Policy:
+        if member.name not in self._policies:
+            assert member.path is not None
+            self._policies[member.name] = NeuralPolicy(
+                Path(member.path), self.obs_dim, int(self.table.shape[0]), seed=int(self.rng.integers(2**31))
+            )
+        return self._policies[member.name]
+
+    def sample(self, arenas: Array) -> None:
+        """Draw an opponent for each of ``arenas`` (pool arenas only)."""
+        arenas = arenas[arenas < self.pool_arenas]
+        if arenas.size == 0:
+            return
+        if not self.members:
+            self.opponent[arenas] = -1
+            return
+        for m in self.members:
+            m.elo = self.league.player(m.name).rating
+        probs = sampling_weights(
+            self.cfg.sampling,
+            [m.elo for m in self.members],
+            [m.step for m in self.members],
+            self.learner_elo,
+            self.cfg.temperature,
+            self.cfg.elo_window,
+            self.cfg.target_win_rate,
+        )
+        self.opponent[arenas] = self.rng.choice(len(self.members), size=arenas.size, p=probs)
+
+    # ------------------------------------------------------------------ acting
+    def fill_opponent_actions(self, actions: Array, obs: Array, state: GameArrays | None) -> Array:
+        """Overwrite the rows of pool arenas that belong to opponents with the opponents' choices."""
+        if self.pool_arenas == 0:
+            return actions
+        out = actions.copy()
+        C = self.num_cars
+        for index in np.unique(self.opponent[: self.pool_arenas]).tolist():
+            arenas = np.flatnonzero(self.opponent[: self.pool_arenas] == index)
+            rows = (arenas[:, None] * C + np.arange(C)[None, :]).reshape(-1)
+            rows = rows[~self.learner_rows[rows]]
+            if index < 0:
+                continue  # empty pool: the learner's own choice drives these cars (self-play fallback)
+            member = self.members[index]
+            if state is None and member.path is None:
+                raise RuntimeError("the rule bot needs the arena state (in-process collector)")
+            chosen = self._policy(member).act(obs, state if state is not None else _NO_STATE, self.car_teams)
+            out[rows] = chosen[rows]
+        return out
+
+    def on_step(self, terminated: Array, truncated: Array, goal_team: Array | None, global_step: int) -> None:
+        """Rate finished pool games and draw new opponents for those arenas."""
+        if self.pool_arenas == 0:
+            return
+        C = self.num_cars
+        done = (terminated | truncated).reshape(-1, C)[: self.pool_arenas, 0]
+        if not done.any():
+            return
+        finished = np.flatnonzero(done)
+        for k in finished.tolist():
+            index = int(self.opponent[k])
+            if index < 0:
+                continue
+            member = self.members[index]
+            if goal_team is None or goal_team[k] < 0:
+                score = 0.5
+            else:
+                score = 1.0 if goal_team[k] == self.learner_team[k] else 0.0
+            self.league.record(LEARNER, member.name, score)
+            self.recent = [*self.recent[-199:], score]
+            goals_l = int(score == 1.0)
+            goals_o = int(score == 0.0)
+            self._pending_games.append(
+                {
+                    "step": global_step, "player_a": LEARNER, "player_b": member.name,
+                    "team_size": int((self.car_teams == L.BLUE).sum()), "goals_a": goals_l, "goals_b": goals_o,
+                    "score_a": score, "a_is_blue": bool(self.learner_team[k] == L.BLUE),
+                }
+            )  # fmt: skip
+        self.sample(finished)
+
+    def flush(self) -> None:
+        """Write the ratings and the games played since the last flush."""
+        if self.run_dir is None:
+            return
+        self.league.save()
+        if self._pending_games:
+            append_games(self.run_dir / "games.csv", self._pending_games)
+            self._pending_games = []
+
+    def metrics(self) -> dict[str, float | None]:
+        win_rate = float(np.mean([s == 1.0 for s in self.recent])) if self.recent else None
+        return {
+            "selfplay/learner_elo": self.learner_elo,
+            "selfplay/pool_size": float(len(self.members)),
+            "selfplay/winrate_vs_pool": win_rate,
+            "selfplay/score_rate_vs_pool": float(np.mean(self.recent)) if self.recent else None,
+        }
+
+    def recent_win_rate(self) -> float | None:
+        return float(np.mean([s == 1.0 for s in self.recent])) if len(self.recent) >= 20 else None
