@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from speedflip.env.vec_env import RocketLeagueVecEnv
 
 # commands (parent -> worker), first byte of a message
+CMD_ATTACH = b"a"  # + JSON {"name": shared block, "layout": ...}; sent once after start
 CMD_STEP = b"s"
 CMD_RESET = b"r"
 CMD_GET_RNG = b"g"
@@ -55,8 +56,6 @@ class WorkerSpec:
     agent_start: int
     agent_stop: int
     num_threads: int
-    shm_name: str
-    layout: list[tuple[str, str, tuple[int, ...], int]]
     blas_threads: int = 1
 
 
@@ -91,20 +90,29 @@ class _Worker:
         from speedflip.env.vec_env import RocketLeagueVecEnv
 
         spec = self.spec
-        shm = shared_memory.SharedMemory(name=spec.shm_name)
-        env: RocketLeagueVecEnv | None = None
+        env = RocketLeagueVecEnv(
+            spec.env_cfg, seed=spec.seed, num_threads=spec.num_threads, arena_offset=spec.arena_start
+        )
+        shm: shared_memory.SharedMemory | None = None
         try:
-            self.buf: SharedArrays | None = SharedArrays.view(shm, spec.layout)
-            env = RocketLeagueVecEnv(
-                spec.env_cfg, seed=spec.seed, num_threads=spec.num_threads, arena_offset=spec.arena_start
-            )
-            self.conn.send_bytes(REPLY_OK + str(env.obs_dim).encode())
+            hello = {"obs_dim": env.obs_dim, "reward_names": list(env.reward_fn.weights)}
+            self.conn.send_bytes(REPLY_OK + json.dumps(hello).encode())
+            message = self.conn.recv_bytes()
+            if message[:1] == CMD_CLOSE:
+                return
+            if message[:1] != CMD_ATTACH:
+                raise RuntimeError(f"expected the attach command first, got {message[:1]!r}")
+            where = json.loads(message[1:].decode())
+            shm = shared_memory.SharedMemory(name=where["name"])
+            layout = [(name, dtype, tuple(shape), offset) for name, dtype, shape, offset in where["layout"]]
+            self.buf: SharedArrays | None = SharedArrays.view(shm, layout)
+            self.conn.send_bytes(REPLY_OK)
             self._loop(env, self.buf)
         finally:
-            if env is not None:
-                env.close()
+            env.close()
             self.buf = None  # drop the views before closing the block
-            shm.close()
+            if shm is not None:
+                shm.close()
 
     def _loop(self, env: RocketLeagueVecEnv, buf: SharedArrays) -> None:
         import numpy as np
