@@ -32,6 +32,8 @@ def assert_same(a: StepResult, b: StepResult, step: int) -> None:
         assert x.dtype == y.dtype and x.shape == y.shape, f"step {step}: {name} differs in dtype/shape"
         assert np.array_equal(x, y), f"step {step}: {name} differs"
     assert a.episodes == b.episodes, f"step {step}: finished-episode stats differ"
+    assert a.goal_team is not None and b.goal_team is not None
+    assert np.array_equal(a.goal_team, b.goal_team), f"step {step}: goal_team differs"
 
 
 def run_both(cfg: EnvConfig, seed: int, steps: int, workers: int, start_method: str) -> int:

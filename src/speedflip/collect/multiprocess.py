@@ -357,6 +357,7 @@ class MultiProcessVecEnv:
             truncated=buf.truncated.copy(),
             final_obs=buf.final_obs.copy(),
             episodes=episodes,
+            goal_team=buf.goal_team.copy(),
         )
 
     def _counter(self, column: int) -> float:

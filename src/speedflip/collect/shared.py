@@ -36,6 +36,7 @@ def make_layout(
         ("rewards", "float32", (num_agents,)),
         ("terminated", "bool", (num_agents,)),
         ("truncated", "bool", (num_agents,)),
+        ("goal_team", "int64", (num_arenas,)),
         ("episode_done", "bool", (num_arenas,)),
         ("episode_stats", "float64", (num_arenas, len(EPISODE_FIELDS))),
         ("counters", "float64", (num_workers, len(COUNTER_FIELDS))),
@@ -61,6 +62,7 @@ class SharedArrays:
     rewards: np.ndarray[Any, Any]
     terminated: np.ndarray[Any, Any]
     truncated: np.ndarray[Any, Any]
+    goal_team: np.ndarray[Any, Any]
     episode_done: np.ndarray[Any, Any]
     episode_stats: np.ndarray[Any, Any]
     counters: np.ndarray[Any, Any]

@@ -139,6 +139,7 @@ class _Worker:
                 buf.rewards[a0:a1] = result.rewards
                 buf.terminated[a0:a1] = result.terminated
                 buf.truncated[a0:a1] = result.truncated
+                buf.goal_team[k0:k1] = -1 if result.goal_team is None else result.goal_team
                 ended = (result.terminated | result.truncated).reshape(k1 - k0, -1)[:, 0]
                 buf.episode_done[k0:k1] = ended
                 if result.episodes:
@@ -148,6 +149,7 @@ class _Worker:
                 conn.send_bytes(REPLY_OK)
             elif command == CMD_RESET:
                 buf.obs[a0:a1] = env.reset()
+                buf.goal_team[k0:k1] = -1
                 buf.episode_done[k0:k1] = False
                 publish_counters()
                 conn.send_bytes(REPLY_OK)
