@@ -92,11 +92,6 @@ def test_file_with_explicit_preset(tmp_path: Path) -> None:
     assert resolve_config("quick", path) == resolve_config("quick")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src bug: resolve_config skips the default 'quick' preset when only a config file is given, and the "
-    "bare defaults are invalid (minibatch_size 4096 > 16 arenas x 2 cars x 64 steps)",
-)
 def test_config_file_alone_applies_over_the_default_preset(tmp_path: Path) -> None:
     # `speedflip train --config mine.yaml`: --help says the file is applied over the preset (default quick)
     path = tmp_path / "mine.yaml"
@@ -106,7 +101,6 @@ def test_config_file_alone_applies_over_the_default_preset(tmp_path: Path) -> No
     assert cfg.env.num_arenas == resolve_config("quick").env.num_arenas
 
 
-@pytest.mark.xfail(strict=True, reason="src bug: Config() defaults violate the minibatch <= batch rule")
 def test_defaults_are_valid() -> None:
     assert Config().ppo.minibatch_size <= Config().batch_size
 
@@ -240,9 +234,6 @@ def test_overrides_apply_over_preset() -> None:
     assert cfg.run.seed == 3
 
 
-@pytest.mark.xfail(
-    strict=True, reason="src bug: apply_overrides copies only the top level (_merge({}, data)) and edits nested dicts"
-)
 def test_apply_overrides_does_not_modify_its_input() -> None:
     data = {"ppo": {"num_steps": 8}}
     out = apply_overrides(data, ["ppo.num_steps=16", "run.seed=1"])

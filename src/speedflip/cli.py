@@ -49,6 +49,16 @@ def _parser() -> argparse.ArgumentParser:
     lg = sub.add_parser("league", help="print a league's Elo table and write a rating plot")
     lg.add_argument("run", help="a run directory (its league.json) or a league.json path")
     lg.add_argument("--plot", help="PNG path for the rating-over-games plot (default beside league.json)")
+    bench = sub.add_parser(
+        "bench", help="collection and training throughput vs the physics limit and RLGym's loop (one process)"
+    )
+    bench.add_argument("--json", metavar="PATH", help="also write the results to this JSON file")
+    bench.add_argument("--seconds", type=float, default=5.0, help="seconds per measurement (default 5)")
+    bench.add_argument("--arenas", type=int, help="arenas (default: the preset's, 64 for 1v1)")
+    bench.add_argument("--preset", default="1v1", help="the config measured (default 1v1)")
+    bench.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a config key, e.g. --set run.torch_threads=1 (repeatable)")  # fmt: skip
+    bench.add_argument("--no-rlgym", action="store_true", help="skip the RLGym v2 baseline")
     return parser
 
 
@@ -76,6 +86,25 @@ def main(argv: list[str] | None = None) -> int:
                 args.a, args.b, args.games, args.team_size, args.game_seconds, args.seed,
                 args.deterministic, args.league, args.json, console,
             )  # fmt: skip
+        if args.command == "bench":
+            from speedflip.bench import BenchOptions, print_report, run_bench, write_json
+
+            if args.seconds <= 0:
+                raise ConfigError("--seconds must be positive")
+            if args.arenas is not None and args.arenas < 1:
+                raise ConfigError("--arenas must be at least 1")
+            opts = BenchOptions(
+                seconds=args.seconds,
+                arenas=args.arenas,
+                preset=args.preset,
+                overrides=args.set,
+                rlgym=not args.no_rlgym,
+            )
+            results = run_bench(opts, console)
+            print_report(results, console)
+            if args.json:
+                console.print(f"results written to {write_json(results, args.json)}")
+            return 0
         if args.command == "league":
             from speedflip.selfplay.evaluate import run_league
 

@@ -6,6 +6,7 @@ Every key is validated; an unknown key, a wrong type or a value out of range is 
 
 from __future__ import annotations
 
+import copy
 import difflib
 import getpass
 from importlib import resources
@@ -78,12 +79,6 @@ class EnvConfig(_Strict):
             raise ValueError("state setter weights must be >= 0 with at least one > 0")
         return v
 
-    @model_validator(mode="after")
-    def _delay_fits(self) -> EnvConfig:
-        if self.action_delay_ticks >= self.tick_skip and self.tick_skip > 1:
-            raise ValueError("action_delay_ticks must be smaller than tick_skip")
-        return self
-
     @property
     def num_cars(self) -> int:
         return self.blue_size + self.orange_size
@@ -96,7 +91,7 @@ class EnvConfig(_Strict):
 class PPOConfig(_Strict):
     """Proximal Policy Optimization."""
 
-    num_steps: int = Field(64, ge=1, description="steps per agent per rollout")
+    num_steps: int = Field(128, ge=1, description="steps per agent per rollout")
     minibatch_size: int = Field(4096, ge=1, description="samples per gradient step")
     update_epochs: int = Field(3, ge=1, le=100)
     learning_rate: float = Field(3e-4, gt=0, le=1)
@@ -322,7 +317,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    out = _merge({}, data)
+    out = copy.deepcopy(data)
     for text in overrides:
         parts, value = parse_override(text)
         node = out
@@ -368,11 +363,9 @@ def resolve_config(
     preset: str | None = None, config_file: str | Path | None = None, overrides: list[str] | None = None
 ) -> Config:
     """Preset (default ``quick``) <- config file <- ``--set`` overrides, validated."""
-    data: dict[str, Any] = {}
     sources = []
-    if preset is not None or config_file is None:
-        data = load_preset(preset or "quick")
-        sources.append(f"preset '{preset or 'quick'}'")
+    data = load_preset(preset or "quick")
+    sources.append(f"preset '{preset or 'quick'}'")
     if config_file is not None:
         data = _merge(data, load_file(config_file))
         sources.append(f"'{config_file}'")

@@ -132,11 +132,6 @@ def test_optimizer_tensors_round_trip_through_adam() -> None:
             assert torch.equal(torch.as_tensor(value), torch.as_tensor(s2["state"][pid][key])), (pid, key)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src bug: save_checkpoint returns an existing <step>/ folder without checking it, so after resuming "
-    "past a corrupt newer checkpoint the trainer's state at that step is never saved",
-)
 def test_saving_over_a_corrupt_checkpoint_leaves_a_usable_one(tmp_path: Path) -> None:
     # A run resumed from 100 because 200 was corrupt reaches step 200 again and saves.
     save_checkpoint(tmp_path, 100, fake_checkpoint(1.0), keep=3)
@@ -145,11 +140,6 @@ def test_saving_over_a_corrupt_checkpoint_leaves_a_usable_one(tmp_path: Path) ->
     verify_checkpoint(path)  # raises CheckpointError today: the corrupt folder is returned as "saved"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src bug: rotation ranks a corrupt checkpoint with a higher step as 'newest' and deletes the good "
-    "checkpoint just written",
-)
 def test_rotation_never_leaves_only_corrupt_checkpoints(tmp_path: Path) -> None:
     save_checkpoint(tmp_path, 100, fake_checkpoint(1.0), keep=1)
     # 200 is written by hand (as if by an earlier process) and then damaged

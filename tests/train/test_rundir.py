@@ -129,12 +129,6 @@ def test_failed_train_start_modifies_nothing(tmp_path: Path, problem: str) -> No
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # nothing archived or created
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="src bug: prepare_run_dir(Path('.'), new=True) calls Path('.').with_name(...) -> ValueError "
-    "(a traceback from `speedflip train --run-dir . --new`)",
-)
 def test_new_with_dot_run_dir_is_a_user_error_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     work = tmp_path / "work"
     work.mkdir()

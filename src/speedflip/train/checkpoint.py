@@ -107,7 +107,12 @@ def save_checkpoint(checkpoints_dir: Path, step: int, ckpt: Checkpoint, keep: in
     checkpoints_dir.mkdir(parents=True, exist_ok=True)
     final = checkpoints_dir / str(step)
     if final.exists():
-        return final  # never overwrite an existing checkpoint
+        try:
+            verify_checkpoint(final)
+            return final  # never overwrite a good checkpoint
+        except CheckpointError:
+            # a damaged folder at this step (e.g. the one a resume skipped): keep it aside, save anew
+            final.rename(checkpoints_dir / f".corrupt-{step}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
     tmp = checkpoints_dir / f".tmp-{step}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -132,7 +137,7 @@ def save_checkpoint(checkpoints_dir: Path, step: int, ckpt: Checkpoint, keep: in
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _rotate(checkpoints_dir, keep)
+    _rotate(checkpoints_dir, keep, protect=final)
     return final
 
 
@@ -144,9 +149,22 @@ def list_checkpoints(checkpoints_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name), reverse=True)
 
 
-def _rotate(checkpoints_dir: Path, keep: int) -> None:
-    for old in list_checkpoints(checkpoints_dir)[keep:]:
-        shutil.rmtree(old, ignore_errors=True)
+def _rotate(checkpoints_dir: Path, keep: int, protect: Path) -> None:
+    """Keep the newest ``keep`` checkpoints that verify; never delete ``protect`` (the one just written).
+
+    Damaged checkpoints are not counted and not deleted (a resume skips them and says why), so a
+    corrupt folder with a high step can never push the good ones out.
+    """
+    good = []
+    for path in list_checkpoints(checkpoints_dir):
+        try:
+            verify_checkpoint(path)
+        except CheckpointError:
+            continue
+        good.append(path)
+    for old in good[keep:]:
+        if old != protect:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def read_meta(path: Path) -> dict[str, Any]:

@@ -61,6 +61,7 @@ def print_summary(console: Console, cfg: Config, trainer: Trainer, run_dir: Path
 def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None = None) -> int:
     """Train (or resume) the run in ``run_dir``; returns a process exit code."""
     console = console or Console()
+    run_dir = run_dir.resolve()  # `--run-dir .` keeps working after --new moves the old run aside
     env_cfg = stage_config(cfg, 0).env
     compat = compat_signature(
         DefaultObs(env_cfg.blue_size, env_cfg.orange_size, env_cfg.obs_team_size).obs_dim,

@@ -54,6 +54,7 @@ def prepare_run_dir(run_dir: Path, compat: dict[str, Any], new: bool) -> ResumeP
     (starting over silently would mix two runs' metrics and lose the user's checkpoints).
     """
     archived = None
+    run_dir = run_dir.resolve()
     if new and run_dir.exists() and any(run_dir.iterdir()):
         archived = run_dir.with_name(f"{run_dir.name}-archived-{time.strftime('%Y%m%d-%H%M%S')}")
         try:
