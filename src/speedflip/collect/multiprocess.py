@@ -54,6 +54,10 @@ from speedflip.env.actions import LookupTableAction
 from speedflip.env.vec_env import StepResult
 
 
+# modules the fork server loads once so that each forked worker starts in milliseconds
+WORKER_PRELOAD = ("speedflip.collect.worker", "speedflip.env.vec_env")
+
+
 class CollectorError(RuntimeError):
     """A collector worker failed; the message names the worker and says what happened."""
 
@@ -200,6 +204,11 @@ class MultiProcessVecEnv:
         """Start the workers; each builds its arenas and reports its observation size, then the
         parent sizes the shared block from that and tells every worker where it is."""
         ctx = _context(self.start_method)
+        if isinstance(ctx, mp.context.ForkServerContext):
+            # The fork server imports only what a worker needs (numpy, RocketSim, the env), not the
+            # parent's __main__ (which may pull in torch: ~180 MB per worker); workers fork from it.
+            # This has no effect if this process' fork server is already running.
+            ctx.set_forkserver_preload(list(WORKER_PRELOAD))
         with _thread_env(1):
             for index, (a, b) in enumerate(self.arena_slices):
                 spec = WorkerSpec(

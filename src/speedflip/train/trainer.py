@@ -419,7 +419,7 @@ def stage_opponent_share(cfg: Config, stage: int) -> float:
 
 
 class StopFlag:
-    """SIGINT/SIGTERM set a flag so the loop saves and exits; a second signal exits at once."""
+    """SIGINT/SIGTERM/SIGHUP set a flag so the loop saves and exits; a second signal exits at once."""
 
     def __init__(self) -> None:
         self.requested = False
@@ -433,7 +433,10 @@ class StopFlag:
         self.signal_name = signal.Signals(signum).name
 
     def __enter__(self) -> StopFlag:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        signals = [signal.SIGINT, signal.SIGTERM]
+        if hasattr(signal, "SIGHUP"):  # a closed terminal; not on Windows
+            signals.append(signal.SIGHUP)
+        for sig in signals:
             self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
