@@ -25,6 +25,7 @@ import multiprocessing as mp
 import os
 import sys
 import time
+import types
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -52,7 +53,6 @@ from speedflip.collect.worker import (
 from speedflip.config import EnvConfig
 from speedflip.env.actions import LookupTableAction
 from speedflip.env.vec_env import StepResult
-
 
 # modules the fork server loads once so that each forked worker starts in milliseconds
 WORKER_PRELOAD = ("speedflip.collect.worker", "speedflip.env.vec_env")
@@ -112,6 +112,25 @@ class _Resources:
     procs: list[BaseProcess] = field(default_factory=list)
     conns: list[Connection] = field(default_factory=list)
     shm: shared_memory.SharedMemory | None = None
+
+
+@contextlib.contextmanager
+def _bare_main_module() -> Iterator[None]:
+    """Start workers without re-importing the parent's ``__main__``.
+
+    ``spawn`` and ``forkserver`` children normally import the parent's main script first (so that
+    pickled functions defined there resolve). Workers only run :func:`worker_main`, and the main
+    script of the CLI imports torch: ~1 s and ~180 MB per worker for nothing. While workers start,
+    ``sys.modules["__main__"]`` is an empty module, which tells multiprocessing there is no main
+    script to prepare; it is restored right after.
+    """
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
 
 
 def _shutdown(res: _Resources) -> None:
@@ -209,7 +228,7 @@ class MultiProcessVecEnv:
             # parent's __main__ (which may pull in torch: ~180 MB per worker); workers fork from it.
             # This has no effect if this process' fork server is already running.
             ctx.set_forkserver_preload(list(WORKER_PRELOAD))
-        with _thread_env(1):
+        with _thread_env(1), _bare_main_module():
             for index, (a, b) in enumerate(self.arena_slices):
                 spec = WorkerSpec(
                     index=index,
