@@ -1,0 +1,176 @@
+"""Matchmaker: which rows the learner drives, opponents' actions, rating finished pool games."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from speedflip.config import EnvConfig, SelfPlayConfig
+from speedflip.env.vec_env import RocketLeagueVecEnv
+from speedflip.selfplay import elo
+from speedflip.selfplay.matchmaker import LEARNER, Matchmaker
+from speedflip.selfplay.policies import NeuralPolicy
+from speedflip.selfplay.rule_policy import RulePolicy
+from speedflip.train.checkpoint import list_checkpoints
+
+
+@pytest.fixture
+def env() -> Iterator[RocketLeagueVecEnv]:
+    e = RocketLeagueVecEnv(EnvConfig(num_arenas=4, state_setters={"kickoff": 1.0}), seed=2)
+    e.reset()
+    yield e
+    e.close()
+
+
+def _matchmaker(env: RocketLeagueVecEnv, run_dir: Path | None = None, **cfg: object) -> Matchmaker:
+    sp = SelfPlayConfig(opponent_share=0.5, k_factor=16.0, **cfg)  # type: ignore[arg-type]
+    mm = Matchmaker(sp, 0.5, env.num_arenas, env.car_teams, env.actions.table, env.obs_dim, run_dir, seed=0)
+    mm.sample(np.arange(env.num_arenas))  # as the Trainer does once the pool is loaded
+    return mm
+
+
+def _neutral(env: RocketLeagueVecEnv) -> int:
+    return int(np.flatnonzero(np.all(env.actions.table == 0.0, axis=1))[0])
+
+
+def _done(arena: int, num_arenas: int = 4, cars: int = 2) -> np.ndarray:
+    flags = np.zeros(num_arenas * cars, bool)
+    flags[arena * cars : (arena + 1) * cars] = True
+    return flags
+
+
+def test_learner_rows(env: RocketLeagueVecEnv) -> None:
+    mm = _matchmaker(env)
+    # round(0.5 * 4) = 2 pool arenas: 0 and 1
+    assert mm.pool_arenas == 2
+    # rows k*2 + c: arena 0 learner blue (row 0), arena 1 learner orange (row 3), arenas 2 and 3 both cars
+    np.testing.assert_array_equal(mm.learner_rows, [True, False, False, True, True, True, True, True])
+    np.testing.assert_array_equal(mm.learner_cols, [0, 3, 4, 5, 6, 7])
+    np.testing.assert_array_equal(mm.learner_team[:2], [0, 1])
+    # no pool: the learner drives everything
+    none = Matchmaker(SelfPlayConfig(), 0.0, 4, env.car_teams, env.actions.table, env.obs_dim, None, seed=0)
+    assert none.pool_arenas == 0 and none.learner_rows.all()
+    # every arena in the pool with 3 arenas: round(1.0 * 3) = 3, learner blue/orange/blue
+    cars = np.array([0, 0, 1, 1])  # 2v2
+    full = Matchmaker(SelfPlayConfig(), 1.0, 3, cars, env.actions.table, env.obs_dim, None, seed=0)
+    np.testing.assert_array_equal(full.learner_rows.reshape(3, 4), [[1, 1, 0, 0], [0, 0, 1, 1], [1, 1, 0, 0]])
+
+
+def test_fill_opponent_actions_replaces_exactly_the_opponent_rows(env: RocketLeagueVecEnv) -> None:
+    mm = _matchmaker(env)  # include_rule: the pool is just the rule bot
+    assert [m.name for m in mm.members] == ["rule"]
+    np.testing.assert_array_equal(mm.opponent[:2], [0, 0])
+    neutral = _neutral(env)  # the rule bot never picks the no-input row (it always drives)
+    actions = np.full(env.num_agents, neutral, np.int64)
+    obs = env.obs.copy()
+    out = mm.fill_opponent_actions(actions, obs, env.state)
+    rule = RulePolicy(env.actions.table).act(env.state, env.car_teams)
+    np.testing.assert_array_equal(np.flatnonzero(out != actions), [1, 2])  # orange in arena 0, blue in arena 1
+    np.testing.assert_array_equal(out[[1, 2]], rule[[1, 2]])
+    np.testing.assert_array_equal(actions, neutral)  # the input is not modified
+    with pytest.raises(RuntimeError, match="needs the arena state"):
+        mm.fill_opponent_actions(actions, obs, None)
+
+
+def test_empty_pool_falls_back_to_self_play(env: RocketLeagueVecEnv) -> None:
+    mm = _matchmaker(env, include_rule=False)
+    assert mm.members == [] and mm.pool_arenas == 2
+    np.testing.assert_array_equal(mm.opponent[:2], [-1, -1])
+    actions = np.arange(env.num_agents, dtype=np.int64)
+    np.testing.assert_array_equal(mm.fill_opponent_actions(actions, env.obs, env.state), actions)
+    goal = np.array([0, 0, -1, -1])
+    mm.on_step(_done(0) | _done(1), np.zeros(8, bool), goal, global_step=10)
+    assert mm.recent == [] and mm._pending_games == []  # nobody to rate
+    assert mm.learner_elo == 1000.0
+
+
+def test_on_step_rates_wins_losses_and_draws_vs_rule(env: RocketLeagueVecEnv, tmp_path: Path) -> None:
+    mm = _matchmaker(env, run_dir=tmp_path)
+    no = np.zeros(8, bool)
+    # arena 0 (learner blue): blue scores -> learner win. K=16: 1000 + 16 * (1 - 0.5) = 1008; rule fixed
+    mm.on_step(_done(0), no, np.array([0, -1, -1, -1]), global_step=100)
+    assert mm.learner_elo == pytest.approx(1008.0)
+    assert mm.league.player("rule").rating == 1000.0
+    # arena 1 (learner orange): blue scores -> loss. E = 1/(1+10^(-8/400)) = 0.5115100
+    #   1008 + 16 * (0 - 0.5115100) = 999.8158400
+    mm.on_step(_done(1), no, np.array([-1, 0, -1, -1]), global_step=200)
+    assert mm.learner_elo == pytest.approx(999.81584, abs=1e-4)
+    # arena 0 truncated (no goal) -> draw: E = 1/(1+10^(0.18416/400)) = 0.4997350
+    #   999.81584 + 16 * (0.5 - 0.4997350) = 999.8200800
+    mm.on_step(no, _done(0), np.array([-1, -1, -1, -1]), global_step=300)
+    assert mm.learner_elo == pytest.approx(999.82008, abs=1e-4)
+    assert mm.learner_elo == pytest.approx(elo.update(elo.update(1008.0, 1000.0, 0.0, 16.0)[0], 1000.0, 0.5, 16.0)[0])
+    # self-play arenas (2, 3) finishing are not rated
+    mm.on_step(_done(2) | _done(3), no, np.array([-1, -1, 0, 1]), global_step=400)
+    assert mm.recent == [1.0, 0.0, 0.5]
+    m = mm.metrics()
+    assert m["selfplay/winrate_vs_pool"] == pytest.approx(1 / 3)
+    assert m["selfplay/score_rate_vs_pool"] == pytest.approx(0.5)
+    assert m["selfplay/pool_size"] == 1.0 and m["selfplay/learner_elo"] == mm.learner_elo
+    assert mm.recent_win_rate() is None  # fewer than 20 games
+
+    mm.flush()
+    with (tmp_path / "games.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    got = [(r["step"], r["player_a"], r["player_b"], r["goals_a"], r["goals_b"], r["score_a"], r["a_is_blue"])
+           for r in rows]  # fmt: skip
+    assert got == [
+        ("100", LEARNER, "rule", "1", "0", "1.0", "True"),
+        ("200", LEARNER, "rule", "0", "1", "0.0", "False"),
+        ("300", LEARNER, "rule", "0", "0", "0.5", "True"),
+    ]
+    league = json.loads((tmp_path / "league.json").read_text())
+    assert league["players"][LEARNER]["rating"] == pytest.approx(mm.learner_elo)
+    assert league["players"][LEARNER]["games"] == 3 and league["k_factor"] == 16.0
+    mm.flush()  # nothing pending: no duplicate rows
+    assert (tmp_path / "games.csv").read_text().count("\n") == 4
+
+
+def test_snapshot_opponent_is_rated_zero_sum(env: RocketLeagueVecEnv, run_1v1: Path) -> None:
+    mm = _matchmaker(env, include_rule=False)
+    ckpt = list_checkpoints(run_1v1 / "checkpoints")[-1]
+    mm.add_snapshot(ckpt)
+    name = f"checkpoints@{int(ckpt.name)}"
+    assert [m.name for m in mm.members] == [name]
+    mm.add_snapshot(ckpt)  # the same snapshot twice is one member
+    assert len(mm.members) == 1
+    np.testing.assert_array_equal(mm.opponent, [-1, -1, -1, -1])  # drawn when the pool was still empty
+    mm.sample(np.arange(4))
+    np.testing.assert_array_equal(mm.opponent, [0, 0, -1, -1])  # only pool arenas draw opponents
+    # the neural opponent acts without the arena state
+    actions = np.full(env.num_agents, _neutral(env), np.int64)
+    out = mm.fill_opponent_actions(actions, env.obs, None)
+    assert isinstance(mm._policies[name], NeuralPolicy)
+    changed = np.flatnonzero(out != actions)
+    assert set(changed.tolist()) <= {1, 2}
+    np.testing.assert_array_equal(out[[0, 3, 4, 5, 6, 7]], actions[[0, 3, 4, 5, 6, 7]])
+    # arena 1, learner orange, orange scores: a win. K=16, both at 1000 -> +8 / -8
+    mm.on_step(_done(1), np.zeros(8, bool), np.array([-1, 1, -1, -1]), global_step=5)
+    assert mm.learner_elo == pytest.approx(1008.0)
+    assert mm.league.player(name).rating == pytest.approx(992.0)
+    assert mm.members[0].elo == pytest.approx(992.0)  # refreshed when the arena draws its next opponent
+
+
+def test_snapshot_with_another_obs_size_is_not_used(env: RocketLeagueVecEnv, run_2v2: Path) -> None:
+    mm = _matchmaker(env, include_rule=False)
+    mm.add_snapshot(list_checkpoints(run_2v2 / "checkpoints")[-1])
+    assert mm.members == []
+    assert any("another observation size" in n for n in mm.notes)
+
+
+def test_sampling_follows_the_strategy(env: RocketLeagueVecEnv) -> None:
+    """elo_weighted with a tiny window never draws a member rated far from the learner."""
+    from speedflip.selfplay.pool import Member
+
+    mm = _matchmaker(env, include_rule=False, elo_window=50.0)
+    mm.members = [Member("near", "x", 1, 1010.0), Member("far", "y", 2, 1300.0)]
+    mm.league.player("near").rating = 1010.0
+    mm.league.player("far").rating = 1300.0
+    for _ in range(50):
+        mm.sample(np.arange(4))
+        np.testing.assert_array_equal(mm.opponent[:2], [0, 0])
