@@ -30,6 +30,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,7 @@ class Stopwatch:
 
     def __init__(self) -> None:
         self.totals: dict[str, float] = {}
+        self.enabled = True  # when False, calls are not counted
         self._depth: dict[str, int] = {}
 
     @contextlib.contextmanager
@@ -66,7 +68,7 @@ class Stopwatch:
             yield
         finally:
             self._depth[key] = depth
-            if depth == 0:
+            if depth == 0 and self.enabled:
                 self.totals[key] = self.totals.get(key, 0.0) + time.perf_counter() - start
 
     def reset(self) -> None:
@@ -302,11 +304,13 @@ def _bench_config(preset: str, arenas: int | None, overrides: list[str]) -> Conf
     if arenas is not None:
         sets.append(f"env.num_arenas={arenas}")
     sets += ["run.tensorboard=false", "run.device=cpu"]
-    cfg = resolve_config(preset, None, sets)
-    batch = cfg.env.num_agents * cfg.ppo.num_steps
-    if cfg.ppo.minibatch_size > batch:  # --arenas made the rollout smaller than a minibatch
-        cfg = resolve_config(preset, None, [*sets, f"ppo.minibatch_size={batch}"])
-    return cfg
+    # fewer arenas or steps can make the rollout smaller than the preset's minibatch: shrink it then
+    probe = resolve_config(preset, None, [*sets, "ppo.minibatch_size=1"])
+    wanted = resolve_config(preset, None, []).ppo.minibatch_size
+    for text in sets:
+        if text.startswith("ppo.minibatch_size="):
+            wanted = int(text.split("=", 1)[1])
+    return resolve_config(preset, None, [*sets, f"ppo.minibatch_size={min(wanted, probe.batch_size)}"])
 
 
 def _with(cfg: Config, **run: Any) -> Config:
@@ -315,6 +319,59 @@ def _with(cfg: Config, **run: Any) -> Config:
 
 def _with_arenas(cfg: Config, arenas: int) -> Config:
     return cfg.model_copy(update={"env": cfg.env.model_copy(update={"num_arenas": arenas})})
+
+
+def measure_group(
+    configs: dict[str, Config], seconds: float, rounds: int = 3, say: Callable[[str], None] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Collection agent-steps/s of several configs, measured in interleaved rounds.
+
+    Every config gets a trainer (its env and policy) up front; then each round runs ``Trainer.collect``
+    of every config for ``seconds / rounds`` (at least one rollout), with torch's thread count set
+    to the config's ``run.torch_threads`` before each. Returns ``{name: {"agent_sps", "other_load_cores",
+    "backend", "workers", "arenas", "agents"}}``.
+    """
+    from speedflip.train.trainer import Trainer
+
+    cores = os.cpu_count() or 1
+    trainers: dict[str, Any] = {}
+    measures = {name: Measure(name) for name in configs}
+    try:
+        for name, cfg in configs.items():
+            if say is not None:
+                say(f"building {name}")
+            trainers[name] = Trainer(cfg)
+        for r in range(rounds):
+            if say is not None:
+                say(f"round {r + 1}/{rounds}")
+            for name, cfg in configs.items():
+                torch.set_num_threads(cfg.run.torch_threads or cores)
+                trainer = trainers[name]
+                _run_for(seconds / rounds, partial(_collect_once, trainer), measures[name], _worker_pids(trainer.env))
+        out: dict[str, dict[str, Any]] = {}
+        for name, cfg in configs.items():
+            env = trainers[name].env
+            out[name] = {
+                "agent_sps": measures[name].sps,
+                "other_load_cores": measures[name].other_load,
+                "backend": "multiprocess" if isinstance(env, MultiProcessVecEnv) else "inprocess",
+                "workers": env.num_workers if isinstance(env, MultiProcessVecEnv) else 0,
+                "arenas": cfg.env.num_arenas,
+                "agents": env.num_agents,
+                "team_size": f"{cfg.env.blue_size}v{cfg.env.orange_size}",
+                "torch_threads": cfg.run.torch_threads or cores,
+                "physics_threads": cfg.run.num_threads or cores,
+            }
+        return out
+    finally:
+        for trainer in trainers.values():
+            trainer.close()
+
+
+def bench_config(preset: str = "1v1", arenas: int | None = None, overrides: list[str] | None = None) -> Config:
+    """The config a benchmark measures: a preset with overrides, CPU, no TensorBoard; the minibatch is
+    shrunk if fewer arenas made the rollout smaller than it."""
+    return _bench_config(preset, arenas, overrides or [])
 
 
 # ---------------------------------------------------------------------- the benchmark
@@ -340,13 +397,14 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     console = console or Console()
     cfg = _bench_config(opts.preset, opts.arenas, opts.overrides)
     cores = os.cpu_count() or 1
+    torch_threads = cfg.run.torch_threads or cores
     plan = choose_collector(cfg)
     K, C, skip = cfg.env.num_arenas, cfg.env.num_cars, cfg.env.tick_skip
-    per_round = opts.seconds / max(opts.rounds, 1)
+    rounds = max(opts.rounds, 1)
+    per_round = opts.seconds / rounds
     say = console.log
-
-    say(f"bench: {opts.preset} {cfg.env.blue_size}v{cfg.env.orange_size}, {K} arenas, {cores} cores, "
-        f"{opts.seconds:g} s per measurement in {opts.rounds} rounds")  # fmt: skip
+    say(f"bench: preset {opts.preset} ({cfg.env.blue_size}v{cfg.env.orange_size}), {K} arenas, {cores} cores, "
+        f"torch threads {torch_threads}, {opts.seconds:g} s per measurement over {rounds} rounds")  # fmt: skip
 
     # --- memory: RSS growth while building arenas (RocketSim and its meshes are loaded first)
     init_rocketsim(cfg.env.meshes_dir)
@@ -361,8 +419,9 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     del probe
     physics_1t = Arenas(K, cfg.env.blue_size, cfg.env.orange_size, skip, cfg.env.action_delay_ticks,
                         num_threads=1, meshes_dir=cfg.env.meshes_dir)  # fmt: skip
-    say("building the in-process and multi-process collectors")
-    watch = Stopwatch()
+
+    say("building the collectors: in-process, multi-process, training, twice the arenas")
+    watch, mp_watch = Stopwatch(), Stopwatch()
     ip = Trainer(_with(cfg, collector="inprocess"))
     ip_env = ip.env
     assert isinstance(ip_env, RocketLeagueVecEnv)
@@ -372,16 +431,14 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     instrument(ip_env.reward_fn, "__call__", "reward", watch)
     instrument(ip.model, "act", "inference", watch)
     instrument(ip.model, "value", "inference", watch)
-    mp_watch = Stopwatch()
     mp = Trainer(_with(cfg, collector="multiprocess"))
     mp_env = mp.env
     assert isinstance(mp_env, MultiProcessVecEnv)
     instrument(mp_env, "step", "env_step", mp_watch)
     instrument(mp.model, "act", "inference", mp_watch)
     instrument(mp.model, "value", "inference", mp_watch)
-
-    mp_pids = _worker_pids(mp_env)
-    assert mp_pids is not None
+    trainer = Trainer(cfg)  # what `speedflip train` would build
+    big = Trainer(_with_arenas(cfg, 2 * K)) if opts.scaling else None
 
     rlgym: RLGymLoop | None = None
     rlgym_rss: float | None = None
@@ -395,12 +452,11 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
         if before is not None and after is not None:
             rlgym_rss = (after - before) / K
 
-    m_phys = Measure("physics")
-    m_phys1 = Measure("physics_1thread")
-    m_ip = Measure("collect_inprocess")
-    m_mp = Measure("collect_multiprocess")
-    m_rl = Measure("rlgym")
-    m_rl_env = Measure("rlgym_env_only")
+    m = {name: Measure(name) for name in (
+        "physics", "physics_1thread", "collect_inprocess", "collect_multiprocess", "collect_inprocess_torch1",
+        "collect_multiprocess_torch1", "rlgym", "rlgym_env_only", "collect_2x_arenas", "train",
+    )}  # fmt: skip
+    learn_seconds = 0.0
 
     def physics_step(arenas: Arenas) -> Callable[[], int]:
         def run() -> int:
@@ -409,91 +465,72 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
 
         return run
 
-    for r in range(opts.rounds):
-        say(f"round {r + 1}/{opts.rounds}: physics, in-process, multi-process" + (", RLGym" if rlgym else ""))
-        _run_for(per_round, physics_step(physics), m_phys)
-        _run_for(per_round / 2, physics_step(physics_1t), m_phys1)
-        _run_for(per_round, lambda: _collect_once(ip), m_ip)
-        _run_for(per_round, lambda: _collect_once(mp), m_mp, mp_pids)
-        if rlgym is not None:
-            _run_for(per_round, lambda: rlgym.step(inference=True), m_rl)
-            _run_for(per_round / 2, lambda: rlgym.step(inference=False), m_rl_env)
-    physics.close()
-    physics_1t.close()
-    if rlgym is not None:
-        rlgym.close()
-
-    # --- memory of the multi-process workers, then free them
-    worker_pss = [pss_bytes(p) for p in mp_pids()]
-    ip_breakdown = dict(watch.totals)
-    mp_breakdown = dict(mp_watch.totals)
-    mp.close()
-    ip.close()
-
-    # --- end-to-end training with the backend the config resolves to
-    say(f"training end to end ({plan.backend}: {plan.reason})")
-    trainer = Trainer(cfg)
-    m_train = Measure("train")
-    learn_seconds = 0.0
-    collect_seconds = 0.0
-
     def iteration() -> int:
-        nonlocal learn_seconds, collect_seconds
+        nonlocal learn_seconds
         batch, raw_obs, stats = trainer.collect()
         start = time.perf_counter()
         trainer.update(batch, raw_obs)
         learn_seconds += time.perf_counter() - start
-        collect_seconds += stats.collect_seconds
         return int(stats.steps)
 
-    _run_for(opts.seconds, iteration, m_train, _worker_pids(trainer.env))
-    trainer.close()
-
-    # --- twice the arenas
-    m_2x: Measure | None = None
-    if opts.scaling:
-        say(f"collection with {2 * K} arenas ({plan.backend})")
-        big = Trainer(_with_arenas(cfg, 2 * K))
-        m_2x = Measure("collect_2x_arenas")
-        _run_for(opts.seconds, lambda: _collect_once(big), m_2x, _worker_pids(big.env))
-        big.close()
+    try:
+        for r in range(rounds):
+            say(f"round {r + 1}/{rounds}")
+            _run_for(per_round, physics_step(physics), m["physics"])
+            _run_for(per_round / 2, physics_step(physics_1t), m["physics_1thread"])
+            watch.enabled = mp_watch.enabled = True
+            _run_for(per_round, partial(_collect_once, ip), m["collect_inprocess"])
+            _run_for(per_round, partial(_collect_once, mp), m["collect_multiprocess"], _worker_pids(mp_env))
+            watch.enabled = mp_watch.enabled = False
+            if torch_threads != 1:
+                torch.set_num_threads(1)
+                _run_for(per_round, partial(_collect_once, ip), m["collect_inprocess_torch1"])
+                _run_for(per_round, partial(_collect_once, mp), m["collect_multiprocess_torch1"], _worker_pids(mp_env))
+                torch.set_num_threads(torch_threads)
+            if rlgym is not None:
+                _run_for(per_round, partial(rlgym.step, True), m["rlgym"])
+                _run_for(per_round / 2, partial(rlgym.step, False), m["rlgym_env_only"])
+            if big is not None:
+                _run_for(per_round, partial(_collect_once, big), m["collect_2x_arenas"], _worker_pids(big.env))
+            _run_for(per_round, iteration, m["train"], _worker_pids(trainer.env))
+        worker_pss = [pss_bytes(pid) for pid in mp_env.pids if pid is not None]
+    finally:
+        torch.set_num_threads(torch_threads)
+        for closable in (physics, physics_1t, ip, mp, trainer, big, rlgym):
+            if closable is not None:
+                closable.close()
 
     # --- assemble
-    physics_agent_sps = m_phys.sps
-    auto_collect = m_ip if plan.backend == "inprocess" else m_mp
+    phys = m["physics"].sps
+    auto_collect = m["collect_inprocess"] if plan.backend == "inprocess" else m["collect_multiprocess"]
 
-    def ratio(x: float, base: float) -> float | None:
-        return x / base if base > 0 else None
+    def ratio(x: float | None, base: float | None) -> float | None:
+        return x / base if x is not None and base else None
 
-    def breakdown(totals: dict[str, float], steps: int, collect_time: float) -> dict[str, float]:
-        per_k = 1000.0 / max(steps, 1)
-        out = {k: v * per_k * 1000.0 for k, v in totals.items()}  # ms per 1000 agent steps
+    def breakdown(totals: dict[str, float], measure: Measure) -> dict[str, float]:
+        per_k = 1e6 / max(measure.steps, 1)  # seconds -> ms per 1000 agent steps
+        out = {k: v * per_k for k, v in totals.items()}
         env_step = out.pop("env_step", 0.0)
-        inner = sum(out.get(k, 0.0) for k in ("physics", "obs", "reward"))
         if "physics" in out:
-            out["env_other"] = max(0.0, env_step - inner)
+            out["env_other"] = max(0.0, env_step - sum(out.get(k, 0.0) for k in ("physics", "obs", "reward")))
         else:
             out["env_workers"] = env_step
-        out["trainer_bookkeeping"] = max(0.0, collect_time * per_k * 1000.0 - env_step - out.get("inference", 0.0))
+        out["trainer_bookkeeping"] = max(0.0, measure.seconds * per_k - env_step - out.get("inference", 0.0))
+        out["learn"] = learn_seconds * 1e6 / max(m["train"].steps, 1)
         return out
 
-    ip_ms = breakdown(ip_breakdown, m_ip.steps, m_ip.seconds)
-    mp_ms = breakdown(mp_breakdown, m_mp.steps, m_mp.seconds)
-    learn_ms = learn_seconds / max(m_train.steps, 1) * 1e6
-    ip_ms["learn"] = learn_ms
-    mp_ms["learn"] = learn_ms
-
+    torch1 = torch_threads != 1
     memory: dict[str, Any] = {
         "inprocess_mb_per_arena": (rss1 - rss0) / K / 2**20 if rss0 is not None and rss1 is not None else None,
         "inprocess_env_mb_per_arena_at_2x": (rss2 - rss1) / (2 * K) / 2**20
         if rss1 is not None and rss2 is not None
         else None,
-        "multiprocess_worker_pss_mb": [p / 2**20 if p is not None else None for p in worker_pss],
+        "multiprocess_worker_pss_mb": [p / 2**20 for p in worker_pss if p is not None],
         "rlgym_mb_per_env": rlgym_rss / 2**20 if rlgym_rss is not None else None,
     }
-    known = [p for p in worker_pss if p is not None]
-    memory["multiprocess_mb_per_arena_incl_interpreters"] = sum(known) / K / 2**20 if known else None
-
+    known = memory["multiprocess_worker_pss_mb"]
+    memory["multiprocess_mb_per_arena_incl_interpreters"] = sum(known) / K if known else None
+    rl = m["rlgym"].sps if rlgym is not None else None
     results: dict[str, Any] = {
         "speedflip_version": __version__,
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -502,7 +539,7 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
             "platform": platform.platform(),
             "python": platform.python_version(),
             "torch": torch.__version__,
-            "torch_threads": torch.get_num_threads(),
+            "torch_threads": torch_threads,
             "numpy": np.__version__,
             "load_average_at_end": None if sys.platform == "win32" else list(os.getloadavg()),
         },
@@ -521,36 +558,41 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
             "resolved": config_to_dict(cfg),
         },
         "seconds_per_measurement": opts.seconds,
-        "rounds": opts.rounds,
+        "rounds": rounds,
         "auto_backend": plan.backend,
         "auto_reason": plan.reason,
         "workers": mp_env.num_workers,
-        "physics_ticks_per_second": physics_agent_sps / C * skip,
-        "physics_agent_sps": physics_agent_sps,
-        "physics_agent_sps_1thread": m_phys1.sps,
+        "physics_ticks_per_second": phys / C * skip,
+        "physics_agent_sps": phys,
+        "physics_agent_sps_1thread": m["physics_1thread"].sps,
         "collect_agent_sps": auto_collect.sps,
-        "collect_agent_sps_by_backend": {"inprocess": m_ip.sps, "multiprocess": m_mp.sps},
-        "train_agent_sps": m_train.sps,
-        "train_collect_seconds": collect_seconds,
+        "collect_agent_sps_by_backend": {
+            "inprocess": m["collect_inprocess"].sps,
+            "multiprocess": m["collect_multiprocess"].sps,
+        },
+        "collect_agent_sps_torch1_by_backend": {
+            "inprocess": m["collect_inprocess_torch1"].sps if torch1 else m["collect_inprocess"].sps,
+            "multiprocess": m["collect_multiprocess_torch1"].sps if torch1 else m["collect_multiprocess"].sps,
+        },
+        "train_agent_sps": m["train"].sps,
         "train_learn_seconds": learn_seconds,
-        "rlgym_agent_sps": m_rl.sps if rlgym is not None else None,
-        "rlgym_env_only_agent_sps": m_rl_env.sps if rlgym is not None else None,
-        "collect_agent_sps_2x_arenas": m_2x.sps if m_2x is not None else None,
+        "rlgym_agent_sps": rl,
+        "rlgym_env_only_agent_sps": m["rlgym_env_only"].sps if rlgym is not None else None,
+        "collect_agent_sps_2x_arenas": m["collect_2x_arenas"].sps if big is not None else None,
         "ratios_to_physics": {
-            "collect": ratio(auto_collect.sps, physics_agent_sps),
-            "collect_inprocess": ratio(m_ip.sps, physics_agent_sps),
-            "collect_multiprocess": ratio(m_mp.sps, physics_agent_sps),
-            "train": ratio(m_train.sps, physics_agent_sps),
-            "rlgym": ratio(m_rl.sps, physics_agent_sps) if rlgym is not None else None,
-            "rlgym_env_only": ratio(m_rl_env.sps, physics_agent_sps) if rlgym is not None else None,
+            "collect": ratio(auto_collect.sps, phys),
+            "collect_inprocess": ratio(m["collect_inprocess"].sps, phys),
+            "collect_multiprocess": ratio(m["collect_multiprocess"].sps, phys),
+            "train": ratio(m["train"].sps, phys),
+            "rlgym": ratio(rl, phys),
         },
-        "collect_vs_rlgym": ratio(auto_collect.sps, m_rl.sps) if rlgym is not None else None,
-        "breakdown_ms_per_1000_agent_steps": {"inprocess": ip_ms, "multiprocess": mp_ms},
+        "collect_vs_rlgym": ratio(auto_collect.sps, rl),
+        "breakdown_ms_per_1000_agent_steps": {
+            "inprocess": breakdown(watch.totals, m["collect_inprocess"]),
+            "multiprocess": breakdown(mp_watch.totals, m["collect_multiprocess"]),
+        },
         "memory": memory,
-        "other_load_cores": {
-            m.name: m.other_load
-            for m in (m_phys, m_phys1, m_ip, m_mp, m_rl, m_rl_env, m_train, *([m_2x] if m_2x else []))
-        },
+        "other_load_cores": {name: measure.other_load for name, measure in m.items() if measure.seconds > 0},
     }
     results["targets"] = _targets(results)
     return results
@@ -593,11 +635,14 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         table.add_column(col, justify="left" if col == "measurement" else "right")
     workers = r["workers"]
     by_backend = r["collect_agent_sps_by_backend"]
+    torch1 = r["collect_agent_sps_torch1_by_backend"]
     rows = [
         ("physics limit (all cores, raw Arena.step)", phys, "physics"),
         ("physics, one thread", r["physics_agent_sps_1thread"], "physics_1thread"),
         ("collect: in-process threads", by_backend["inprocess"], "collect_inprocess"),
         (f"collect: {workers} worker processes", by_backend["multiprocess"], "collect_multiprocess"),
+        ("collect: in-process threads, torch 1 thread", torch1["inprocess"], "collect_inprocess_torch1"),
+        (f"collect: {workers} worker processes, torch 1 thread", torch1["multiprocess"], "collect_multiprocess_torch1"),
         (f"train end to end ({r['auto_backend']})", r["train_agent_sps"], "train"),
         ("RLGym v2 loop + same inference", r["rlgym_agent_sps"], "rlgym"),
         ("RLGym v2 loop, env only", r["rlgym_env_only_agent_sps"], "rlgym_env_only"),

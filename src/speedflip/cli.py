@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
 
             if args.games < 2:
                 raise ConfigError("--games must be at least 2: sides are swapped between the two halves of a match")
+            if not args.game_seconds > 0:
+                raise ConfigError(f"--game-seconds must be positive, got {args.game_seconds}")
 
             return run_eval(
                 args.a, args.b, args.games, args.team_size, args.game_seconds, args.seed,

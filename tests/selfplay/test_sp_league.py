@@ -181,3 +181,25 @@ def test_league_json_is_plain_json(tmp_path: Path) -> None:
     assert data["reference"] == "rule"
     assert data["players"]["a"]["rating"] == 1016.0 and data["players"]["b"]["rating"] == 984.0
     assert data["k_factor"] == 32.0
+
+
+def test_rebuild_restores_the_exact_ratings_written_with_each_game(tmp_path: Path) -> None:
+    """Rows written by speedflip carry the ratings after each game: a rebuild matches exactly even with
+    another K factor and a snapshot that started at the learner's rating (as in training)."""
+    path = tmp_path / "league.json"
+    league = League(path, k_factor=16.0)
+    league.player(REFERENCE_PLAYER)
+    league.player("learner").rating = 1040.0
+    snapshot = league.player("main@64", step=64)
+    snapshot.rating = 1040.0  # a new snapshot starts at the learner's rating
+    rows = []
+    for a, b, score in [("learner", "rule", 1.0), ("learner", "main@64", 0.0), ("learner", "main@64", 0.5)]:
+        ra, rb = league.record(a, b, score)
+        rows.append({"player_a": a, "player_b": b, "score_a": score, "step": 64, "rating_a": ra, "rating_b": rb})
+    league.save()
+    append_games(tmp_path / "games.csv", rows)
+    expected = {name: p.rating for name, p in league.players.items()}
+    path.write_text("{")
+    rebuilt = League.load(path)
+    assert {name: p.rating for name, p in rebuilt.players.items()} == expected
+    assert rebuilt.players["main@64"].step == 64

@@ -73,9 +73,9 @@ def run_eval(
     step = policy_a.global_step if isinstance(policy_a, NeuralPolicy) else None
     rows = []
     for r in results:
-        league.record(policy_a.name, policy_b.name, r.score_a)
+        rating_a, rating_b = league.record(policy_a.name, policy_b.name, r.score_a)
         rows.append({**r.as_dict(), "step": step, "player_a": policy_a.name, "player_b": policy_b.name,
-                     "team_size": team_size})  # fmt: skip
+                     "team_size": team_size, "rating_a": rating_a, "rating_b": rating_b})  # fmt: skip
     league.save()
     append_games(league.path.with_name("games.csv"), rows)
     after = (league.player(policy_a.name).rating, league.player(policy_b.name).rating)

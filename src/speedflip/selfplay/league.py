@@ -20,6 +20,7 @@ REFERENCE_PLAYER = "rule"
 GAMES_FIELDS = [
     "time", "step", "player_a", "player_b", "team_size", "goals_a", "goals_b", "score_a",
     "a_is_blue", "touches_a", "touches_b", "shots_a", "shots_b", "saves_a", "saves_b", "seconds",
+    "rating_a", "rating_b",
 ]  # fmt: skip
 
 
@@ -84,10 +85,7 @@ class League:
             with games.open(newline="") as f:
                 for row in csv.DictReader(f):
                     try:
-                        step = int(row["step"]) if row.get("step") else None
-                        league.player(row["player_a"], step=step)
-                        league.player(row["player_b"])
-                        league.record(row["player_a"], row["player_b"], float(row["score_a"]))
+                        league._replay(row)
                         replayed += 1
                     except (KeyError, ValueError, TypeError):
                         continue
@@ -101,16 +99,34 @@ class League:
     def player(self, name: str, step: int | None = None, path: str | None = None) -> Player:
         if name not in self.players:
             self.players[name] = Player(name, step=step, path=path)
-        return self.players[name]
+        found = self.players[name]
+        found.step = found.step if found.step is not None else step
+        found.path = found.path or path
+        return found
 
-    def record(self, name_a: str, name_b: str, score_a: float) -> None:
-        """Update both ratings for one game; the reference player's rating never moves."""
+    def record(self, name_a: str, name_b: str, score_a: float) -> tuple[float, float]:
+        """Update both ratings for one game (the reference player's never moves); returns them."""
         a, b = self.player(name_a), self.player(name_b)
         new_a, new_b = elo.update(a.rating, b.rating, score_a, self.k_factor)
         if a.name != REFERENCE_PLAYER:
             a.rating = new_a
         if b.name != REFERENCE_PLAYER:
             b.rating = new_b
+        for p in (a, b):
+            p.games += 1
+            p.history.append((p.games, round(p.rating, 2)))
+        return a.rating, b.rating
+
+    def _replay(self, row: dict[str, str]) -> None:
+        """Apply one games.csv row. Rows written by speedflip carry the ratings after the game, which
+        are restored as they are (exact whatever K factor or starting ratings were used); rows without
+        them are replayed with Elo at this league's K factor."""
+        a = self.player(row["player_a"], step=int(row["step"]) if row.get("step") else None)
+        b = self.player(row["player_b"], step=_step_from_name(row["player_b"]))
+        if not row.get("rating_a") or not row.get("rating_b"):
+            self.record(a.name, b.name, float(row["score_a"]))
+            return
+        a.rating, b.rating = float(row["rating_a"]), float(row["rating_b"])
         for p in (a, b):
             p.games += 1
             p.history.append((p.games, round(p.rating, 2)))
@@ -139,9 +155,15 @@ class League:
         return sorted(self.players.values(), key=lambda p: p.rating, reverse=True)
 
 
+def _step_from_name(name: str) -> int | None:
+    """``main@3072`` -> 3072 (snapshot names carry their step)."""
+    _, sep, tail = name.rpartition("@")
+    return int(tail) if sep and tail.isdigit() else None
+
+
 def append_games(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Append rated games to ``games.csv`` (header written once)."""
-    new = not path.exists()
+    """Append rated games to ``games.csv`` (header written once; an empty file counts as new)."""
+    new = not path.exists() or path.stat().st_size == 0
     if not new:
         with path.open(newline="") as f:
             header = next(csv.reader(f), None)

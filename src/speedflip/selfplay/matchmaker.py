@@ -192,7 +192,7 @@ class Matchmaker:
                 score = 0.5
             else:
                 score = 1.0 if goal_team[k] == self.learner_team[k] else 0.0
-            self.league.record(LEARNER, member.name, score)
+            rating_learner, rating_member = self.league.record(LEARNER, member.name, score)
             self.recent = [*self.recent[-199:], score]
             goals_l = int(score == 1.0)
             goals_o = int(score == 0.0)
@@ -201,6 +201,7 @@ class Matchmaker:
                     "step": global_step, "player_a": LEARNER, "player_b": member.name,
                     "team_size": int((self.car_teams == L.BLUE).sum()), "goals_a": goals_l, "goals_b": goals_o,
                     "score_a": score, "a_is_blue": bool(self.learner_team[k] == L.BLUE),
+                    "rating_a": rating_learner, "rating_b": rating_member,
                 }
             )  # fmt: skip
         self.sample(finished)

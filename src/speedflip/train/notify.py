@@ -31,10 +31,10 @@ def milestone_text(path: Path | None, meta: dict[str, Any], elo: float) -> str:
 
 def post_webhook(url: str, text: str, timeout_seconds: float = 5.0) -> str | None:
     """POST ``{"content": text}``; returns None on success or the reason it failed."""
-    request = urllib.request.Request(
-        url, data=json.dumps({"content": text}).encode(), headers={"Content-Type": "application/json"}
-    )
-    try:
+    try:  # building the request raises ValueError for a malformed URL (e.g. no http:// scheme)
+        request = urllib.request.Request(
+            url, data=json.dumps({"content": text}).encode(), headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=timeout_seconds) as response:
             status = int(response.status)
     except (urllib.error.URLError, OSError, ValueError) as err:

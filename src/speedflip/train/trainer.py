@@ -358,10 +358,11 @@ class Trainer:
         summary = summarize(results)
         league = self.matchmaker.league
         rows = []
+        self.matchmaker.flush()  # pool games played before these go first in games.csv
         for r in results:
-            league.record(LEARNER, REFERENCE_PLAYER, r.score_a)
+            rating_a, rating_b = league.record(LEARNER, REFERENCE_PLAYER, r.score_a)
             rows.append({**r.as_dict(), "step": self.global_step, "player_a": LEARNER, "player_b": REFERENCE_PLAYER,
-                         "team_size": team})  # fmt: skip
+                         "team_size": team, "rating_a": rating_a, "rating_b": rating_b})  # fmt: skip
         if self.run_dir is not None:
             league.save()
             append_games(self.run_dir / "games.csv", rows)
