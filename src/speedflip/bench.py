@@ -385,7 +385,7 @@ class BenchOptions:
     arenas: int | None = None  # default: the preset's
     preset: str = "1v1"
     overrides: list[str] = field(default_factory=list)
-    rounds: int = 2
+    rounds: int = 3
     rlgym: bool = True
     scaling: bool = True
 
