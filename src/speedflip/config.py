@@ -28,6 +28,31 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class RewardPhase(_Strict):
+    """A named reward weight set; the next phase starts at ``until_steps`` or when ``until_metric``
+    (a metrics.jsonl key such as ``charts/touches_per_minute``) reaches ``until_value``."""
+
+    name: str
+    rewards: dict[str, float]
+    until_steps: int | None = Field(None, ge=1)
+    until_metric: str | None = None
+    until_value: float | None = None
+
+    @field_validator("rewards")
+    @classmethod
+    def _known(cls, v: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(v) - set(REWARD_COMPONENTS))
+        if unknown:
+            raise ValueError(f"unknown reward component(s) {unknown}; available: {sorted(REWARD_COMPONENTS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _metric_pair(self) -> RewardPhase:
+        if (self.until_metric is None) != (self.until_value is None):
+            raise ValueError("until_metric and until_value go together")
+        return self
+
+
 class EnvConfig(_Strict):
     """The Rocket League environment."""
 
@@ -58,6 +83,16 @@ class EnvConfig(_Strict):
             "face_ball": 0.02,
         },
         description="reward component name -> weight",
+    )
+    reward_mode: Literal["sparse", "dense", "hybrid"] = Field(
+        "hybrid", description="sparse: event components only; dense: shaping only; hybrid: both"
+    )
+    sparse_scale: float = Field(1.0, ge=0, description="multiplies event-component weights (hybrid/sparse)")
+    dense_scale: float = Field(1.0, ge=0, description="multiplies shaping-component weights (hybrid/dense)")
+    team_spirit: float = Field(0.0, ge=0, le=1, description="share of a car's reward pooled with its team")
+    opponent_scale: float = Field(0.0, ge=0, le=1, description="subtract this times the opponents' mean reward")
+    reward_phases: list[RewardPhase] = Field(
+        default_factory=list, description="named weight sets used in order instead of `rewards` (see docs)"
     )
     meshes_dir: str | None = Field(None, description="folder with soccar/mesh_*.cmf; default: rlgym's")
 
@@ -175,6 +210,70 @@ class StageConfig(_Strict):
     until_elo: float | None = Field(None, description="advance when the learner's Elo reaches this")
 
 
+class GymConfig(_Strict):
+    """A Gymnasium environment instead of Rocket League (``speedflip train --env gym:CartPole-v1``)."""
+
+    env_id: str | None = Field(None, description="registered Gymnasium id, e.g. CartPole-v1; unset = Rocket League")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for gymnasium.make")
+    num_envs: int = Field(8, ge=1, le=1024, description="environment copies stepped together (SyncVectorEnv)")
+    eval_interval_steps: int = Field(
+        10_000, ge=0, description="evaluate on separate env copies every N agent steps; the best is kept as best/"
+    )
+    eval_episodes: int = Field(10, ge=1, description="episodes per periodic evaluation")
+    eval_envs: int = Field(4, ge=1, description="env copies the evaluation runs on")
+    eval_deterministic: bool = Field(True, description="periodic evaluation takes the most likely action")
+    log_interval_steps: int = Field(1_000, ge=1, description="DQN: agent steps between metric records")
+    success: Literal["auto", "truncated", "terminated", "return"] = Field(
+        "auto",
+        description="what counts as a successful episode: 'truncated' (reached the time limit without failing, "
+        "CartPole), 'terminated' (reached a goal state, MountainCar/Acrobot), 'return' (return >= "
+        "success_return); 'auto' = 'return' when a threshold is known",
+    )
+    success_return: float | None = Field(None, description="'return' success threshold; unset = solved_return")
+    solved_return: float | None = Field(
+        None, description="mean return that counts as solved; unset = the env's registered reward_threshold"
+    )
+    random_return: float | None = Field(None, description="mean return of a random policy (for the verdict)")
+
+
+class DQNConfig(_Strict):
+    """Deep Q-learning for discrete action spaces (Gymnasium environments)."""
+
+    learning_rate: float = Field(2.5e-4, gt=0, le=1)
+    buffer_size: int = Field(100_000, ge=1, description="transitions kept in the replay buffer")
+    batch_size: int = Field(128, ge=1, description="transitions per gradient step")
+    gamma: float = Field(0.99, ge=0, le=1)
+    tau: float = Field(1.0, gt=0, le=1, description="target update: 1 = hard copy, < 1 = soft (Polyak) update")
+    target_update_interval: int = Field(500, ge=1, description="agent steps between target-network updates")
+    start_epsilon: float = Field(1.0, ge=0, le=1)
+    end_epsilon: float = Field(0.05, ge=0, le=1)
+    exploration_fraction: float = Field(0.3, gt=0, le=1, description="share of total_steps epsilon decays over")
+    learning_starts: int = Field(10_000, ge=0, description="agent steps of random play before the first update")
+    train_frequency: int = Field(10, ge=1, description="agent steps between training rounds")
+    gradient_steps: int = Field(1, ge=1, description="gradient steps per training round")
+    double_dqn: bool = Field(False, description="choose next actions with the online net, value them with the target")
+    max_grad_norm: float = Field(10.0, gt=0)
+    q_layers: list[int] = Field(default_factory=lambda: [120, 84])
+    save_replay: bool = Field(True, description="store the replay buffer contents in checkpoints (safetensors)")
+
+    @field_validator("q_layers")
+    @classmethod
+    def _layers(cls, v: list[int]) -> list[int]:
+        if not v or any(w < 1 for w in v):
+            raise ValueError("layer sizes must be a non-empty list of positive integers, e.g. [120, 84]")
+        return v
+
+
+class RecurrentConfig(_Strict):
+    """The recurrent core of ``algo: ppo_recurrent`` (truncated BPTT over sequences)."""
+
+    cell: Literal["lstm", "gru"] = "lstm"
+    hidden_size: int = Field(64, ge=1, le=4096)
+    num_layers: int = Field(1, ge=1, le=8)
+    sequence_length: int = Field(8, ge=1, description="steps per training sequence (BPTT length)")
+    encoder_layers: list[int] = Field(default_factory=lambda: [64], description="MLP before the core; [] = none")
+
+
 def _default_stages() -> list[StageConfig]:
     return [
         StageConfig(name="1v1", blue_size=1, orange_size=1, opponent_share=0.0, until_steps=2_000_000),
@@ -211,9 +310,22 @@ class Config(_Strict):
     run: RunConfig = Field(default_factory=lambda: RunConfig())
     selfplay: SelfPlayConfig = Field(default_factory=lambda: SelfPlayConfig())
     curriculum: CurriculumConfig = Field(default_factory=lambda: CurriculumConfig())
+    algo: Literal["ppo", "ppo_recurrent", "dqn"] = Field(
+        "ppo", description="ppo; ppo_recurrent and dqn need a Gymnasium env (gym.env_id)"
+    )
+    gym: GymConfig = Field(default_factory=lambda: GymConfig())
+    dqn: DQNConfig = Field(default_factory=lambda: DQNConfig())
+    recurrent: RecurrentConfig = Field(default_factory=lambda: RecurrentConfig())
 
     @model_validator(mode="after")
     def _batch_fits(self) -> Config:
+        if self.gym.env_id is not None:
+            return self._gym_batch_fits()
+        if self.algo != "ppo":
+            raise ValueError(
+                f"algo '{self.algo}' runs on Gymnasium environments only: set gym.env_id "
+                "(e.g. --env gym:CartPole-v1); Rocket League runs use algo 'ppo'"
+            )
         batch = self.env.num_agents * self.ppo.num_steps
         if self.ppo.minibatch_size > batch:
             raise ValueError(
@@ -223,9 +335,27 @@ class Config(_Strict):
             )
         return self
 
+    def _gym_batch_fits(self) -> Config:
+        if self.algo == "dqn":
+            return self
+        batch = self.gym.num_envs * self.ppo.num_steps
+        if self.ppo.minibatch_size > batch:
+            raise ValueError(
+                f"ppo.minibatch_size ({self.ppo.minibatch_size}) is larger than the rollout batch ({batch} = "
+                f"gym.num_envs {self.gym.num_envs} x ppo.num_steps {self.ppo.num_steps}); lower "
+                "ppo.minibatch_size or raise the others"
+            )
+        if self.algo == "ppo_recurrent" and self.ppo.num_steps % self.recurrent.sequence_length:
+            raise ValueError(
+                f"ppo.num_steps ({self.ppo.num_steps}) must be a multiple of recurrent.sequence_length "
+                f"({self.recurrent.sequence_length}): rollouts are cut into whole sequences"
+            )
+        return self
+
     @property
     def batch_size(self) -> int:
-        return self.env.num_agents * self.ppo.num_steps
+        agents = self.gym.num_envs if self.gym.env_id is not None else self.env.num_agents
+        return agents * self.ppo.num_steps
 
 
 def _os_user() -> str:

@@ -43,6 +43,7 @@ from speedflip.collect.worker import (
     CMD_CLOSE,
     CMD_GET_RNG,
     CMD_RESET,
+    CMD_SET_REWARDS,
     CMD_SET_RNG,
     CMD_STEP,
     REPLY_ERROR,
@@ -414,7 +415,7 @@ class MultiProcessVecEnv:
         if buf is None or not buf.reward_means_valid.all():
             return {}
         means = self._arena_weights @ buf.reward_means / self._arena_weights.sum()
-        return {name: float(means[i]) for i, name in enumerate(self.reward_names)}
+        return {name: float(means[i]) for i, name in enumerate(self.reward_names) if np.isfinite(means[i])}
 
     def get_rng_state(self) -> dict[str, Any]:
         """Every arena's reset stream as JSON-able data, in the in-process env's format."""
@@ -426,6 +427,10 @@ class MultiProcessVecEnv:
     def set_rng_state(self, state: dict[str, Any]) -> None:
         """Restore the streams saved by :meth:`get_rng_state` (either backend's)."""
         self._command(CMD_SET_RNG + json.dumps(state).encode(), "set_rng_state")
+
+    def set_reward_weights(self, weights: dict[str, float]) -> None:
+        """Switch every worker's reward weights (a reward phase)."""
+        self._command(CMD_SET_REWARDS + json.dumps(weights).encode(), "set_reward_weights")
 
     def describe(self) -> dict[str, Any]:
         """A summary for the start-of-run table."""

@@ -34,6 +34,7 @@ CMD_STEP = b"s"
 CMD_RESET = b"r"
 CMD_GET_RNG = b"g"
 CMD_SET_RNG = b"G"
+CMD_SET_REWARDS = b"w"  # + JSON {component: weight}
 CMD_CLOSE = b"c"
 # replies (worker -> parent), first byte of a message
 REPLY_OK = b"\x00"
@@ -95,7 +96,9 @@ class _Worker:
         )
         shm: shared_memory.SharedMemory | None = None
         try:
-            hello = {"obs_dim": env.obs_dim, "reward_names": list(env.reward_fn.weights)}
+            from speedflip.env.rewards import REWARD_COMPONENTS
+
+            hello = {"obs_dim": env.obs_dim, "reward_names": list(REWARD_COMPONENTS)}
             self.conn.send_bytes(REPLY_OK + json.dumps(hello).encode())
             message = self.conn.recv_bytes()
             if message[:1] == CMD_CLOSE:
@@ -117,15 +120,17 @@ class _Worker:
     def _loop(self, env: RocketLeagueVecEnv, buf: SharedArrays) -> None:
         import numpy as np
 
+        from speedflip.env.rewards import REWARD_COMPONENTS
+
         spec, conn = self.spec, self.conn
         a0, a1, k0, k1, w = spec.agent_start, spec.agent_stop, spec.arena_start, spec.arena_stop, spec.index
-        reward_names = list(env.reward_fn.weights)
+        reward_names = list(REWARD_COMPONENTS)  # every component has a slot; inactive ones are NaN
 
         def publish_counters() -> None:
             buf.counters[w] = (env.total_touches, env.total_agent_seconds, env.total_goals)
             means = env.reward_fn.last_means
             if means:
-                buf.reward_means[w, : len(reward_names)] = [means[n] for n in reward_names]
+                buf.reward_means[w, : len(reward_names)] = [means.get(n, np.nan) for n in reward_names]
                 buf.reward_means_valid[w] = True
 
         while True:
@@ -158,6 +163,9 @@ class _Worker:
             elif command == CMD_SET_RNG:
                 state: dict[str, Any] = json.loads(payload.decode())
                 env.set_rng_state(state)
+                conn.send_bytes(REPLY_OK)
+            elif command == CMD_SET_REWARDS:
+                env.set_reward_weights({str(k): float(v) for k, v in json.loads(payload.decode()).items()})
                 conn.send_bytes(REPLY_OK)
             elif command == CMD_CLOSE:
                 conn.send_bytes(REPLY_OK)

@@ -27,6 +27,22 @@ class RewardContext:
     car_teams: Array  # [C]
     touched: Array  # [K, C] bool: the car touched the ball during this step
     goal_team: Array  # [K] int: -1 no goal, 0 blue scored, 1 orange scored
+    prev_state: GameArrays | None = None  # the state before the step (None: treated as unchanged)
+
+    @property
+    def before(self) -> GameArrays:
+        return self.prev_state if self.prev_state is not None else self.state
+
+    def own_view_before(self) -> tuple[Array, Array]:
+        """Like :meth:`own_view`, for the state before the step."""
+        C = self.car_teams.shape[0]
+        return self.before.cars[:, np.arange(C), self.car_teams], self.before.ball[:, self.car_teams]
+
+    def counter_delta(self, column: int) -> Array:
+        """``[K, C]`` increase of one of RocketSim's per-car counters (goals, shots, saves, demos, pickups)."""
+        now = self.state.cars[:, :, 0, column]
+        delta: Array = np.maximum(now - self.before.cars[:, :, 0, column], 0.0)
+        return delta
 
     def own_view(self) -> tuple[Array, Array]:
         """``(cars [K, C, 36], ball [K, C, 25])``, each car and the ball seen from the car's own side."""
@@ -77,24 +93,200 @@ def face_ball(ctx: RewardContext) -> Array:
     return np.asarray(np.sum(cars[..., L.CAR_FORWARD] * direction, axis=-1), np.float32)
 
 
+OWN_GOAL = np.array([0.0, -L.BACK_WALL_Y - L.BALL_RADIUS, L.GOAL_CENTER_Z], np.float32)
+GOAL_DISTANCE_SCALE = 3000.0  # uu: distances are scored with exp(-d / scale)
+TURTLE_UP_Z = -0.7  # up vector z below this on or near the ground: the car lies on its roof
+
+
+def _f32(x: Array) -> Array:
+    return np.asarray(x, np.float32)
+
+
+def goal_scored(ctx: RewardContext) -> Array:
+    """1 to every car of the team that scored (the event only; see ``goal`` for the signed version)."""
+    return _f32(ctx.goal_team[:, None] == ctx.car_teams[None, :])
+
+
+def goal_conceded(ctx: RewardContext) -> Array:
+    """1 to every car of the team that conceded (use a negative weight)."""
+    return _f32((ctx.goal_team[:, None] >= 0) & (ctx.goal_team[:, None] != ctx.car_teams[None, :]))
+
+
+def shot(ctx: RewardContext) -> Array:
+    """1 when RocketSim counts a shot on goal for the car (its shot counter went up)."""
+    return _f32(ctx.counter_delta(L.CAR_SHOTS) > 0)
+
+
+def save(ctx: RewardContext) -> Array:
+    """1 when RocketSim counts a save for the car."""
+    return _f32(ctx.counter_delta(L.CAR_SAVES) > 0)
+
+
+def demo(ctx: RewardContext) -> Array:
+    """1 when the car demolished an opponent."""
+    return _f32(ctx.counter_delta(L.CAR_DEMOS) > 0)
+
+
+def demoed(ctx: RewardContext) -> Array:
+    """1 on the step the car got demolished (use a negative weight)."""
+    now = ctx.state.cars[:, :, 0, L.CAR_IS_DEMOED] > 0.5
+    before = ctx.before.cars[:, :, 0, L.CAR_IS_DEMOED] > 0.5
+    return _f32(now & ~before)
+
+
+def strong_hit(ctx: RewardContext) -> Array:
+    """On a touch: the change of ball velocity, as a fraction of the ball's top speed (0..1)."""
+    dv = ctx.state.ball[:, 0, L.BALL_VEL] - ctx.before.ball[:, 0, L.BALL_VEL]
+    strength = np.minimum(np.linalg.norm(dv, axis=-1) / L.BALL_MAX_SPEED, 1.0)
+    return _f32(ctx.touched * strength[:, None])
+
+
+def jump_shot(ctx: RewardContext) -> Array:
+    """1 for a touch while the car is in the air."""
+    cars, _ = ctx.own_view()
+    return _f32(ctx.touched & (cars[..., L.CAR_ON_GROUND] < 0.5))
+
+
+def basic_shot(ctx: RewardContext) -> Array:
+    """On a touch: the ball's speed towards the opponent goal after it (0..1 of top speed)."""
+    return _f32(ctx.touched * np.maximum(velocity_ball_to_goal(ctx), 0.0))
+
+
+def ball_velocity_to_own_goal(ctx: RewardContext) -> Array:
+    """Ball speed towards the car's own goal, 0..1 of top speed (use a negative weight)."""
+    _, ball = ctx.own_view()
+    direction = _unit(OWN_GOAL - ball[..., L.BALL_POS])
+    speed = np.sum(ball[..., L.BALL_VEL] * direction, axis=-1) / L.BALL_MAX_SPEED
+    return _f32(np.maximum(speed, 0.0))
+
+
+def ball_goal_distance(ctx: RewardContext) -> Array:
+    """``exp(-d(ball, opponent goal)/3000) - exp(-d(ball, own goal)/3000)`` (-1..1): where the ball is."""
+    _, ball = ctx.own_view()
+    pos = ball[..., L.BALL_POS]
+    to_opp = np.linalg.norm(OPPONENT_GOAL - pos, axis=-1)
+    to_own = np.linalg.norm(OWN_GOAL - pos, axis=-1)
+    return _f32(np.exp(-to_opp / GOAL_DISTANCE_SCALE) - np.exp(-to_own / GOAL_DISTANCE_SCALE))
+
+
+def in_air(ctx: RewardContext) -> Array:
+    """1 while the car is airborne (not on its wheels and not demolished)."""
+    cars, _ = ctx.own_view()
+    return _f32((cars[..., L.CAR_ON_GROUND] < 0.5) & (cars[..., L.CAR_IS_DEMOED] < 0.5))
+
+
+def save_boost(ctx: RewardContext) -> Array:
+    """``sqrt(boost / 100)``: keeping boost is worth something, the first units the most."""
+    cars, _ = ctx.own_view()
+    return _f32(np.sqrt(np.clip(cars[..., L.CAR_BOOST], 0.0, 100.0) / 100.0))
+
+
+def collect_boost(ctx: RewardContext) -> Array:
+    """Boost gained during the step / 100 (pads picked up)."""
+    now = ctx.state.cars[:, :, 0, L.CAR_BOOST]
+    before = ctx.before.cars[:, :, 0, L.CAR_BOOST]
+    return _f32(np.maximum(now - before, 0.0) / 100.0)
+
+
+def turtled(ctx: RewardContext) -> Array:
+    """1 while the car lies on its roof near the ground (use a negative weight: anti-turtle)."""
+    cars, _ = ctx.own_view()
+    return _f32((cars[..., L.CAR_UP][..., 2] < TURTLE_UP_Z) & (cars[..., L.CAR_POS][..., 2] < 300.0))
+
+
+def recovery(ctx: RewardContext) -> Array:
+    """On the step a car lands on its wheels after being airborne or turtled: ``1 - |v_z| / 2300``
+    before landing (a smooth, upright landing scores most)."""
+    cars, _ = ctx.own_view()
+    before, _ = ctx.own_view_before()
+    landed = (cars[..., L.CAR_ON_GROUND] > 0.5) & (before[..., L.CAR_ON_GROUND] < 0.5)
+    upright = cars[..., L.CAR_UP][..., 2] > 0.7
+    smooth = 1.0 - np.minimum(np.abs(before[..., L.CAR_VEL][..., 2]) / L.CAR_MAX_SPEED, 1.0)
+    return _f32(landed & upright) * _f32(smooth)
+
+
 REWARD_COMPONENTS: dict[str, RewardFn] = {
     "goal": goal,
+    "goal_scored": goal_scored,
+    "goal_conceded": goal_conceded,
     "touch": touch,
+    "shot": shot,
+    "save": save,
+    "demo": demo,
+    "demoed": demoed,
+    "strong_hit": strong_hit,
+    "jump_shot": jump_shot,
+    "basic_shot": basic_shot,
     "velocity_player_to_ball": velocity_player_to_ball,
     "velocity_ball_to_goal": velocity_ball_to_goal,
+    "ball_velocity_to_own_goal": ball_velocity_to_own_goal,
+    "ball_goal_distance": ball_goal_distance,
     "face_ball": face_ball,
+    "in_air": in_air,
+    "save_boost": save_boost,
+    "collect_boost": collect_boost,
+    "turtled": turtled,
+    "recovery": recovery,
 }
+
+# event components count for the "sparse" reward mode; everything else is "dense" shaping
+SPARSE_COMPONENTS = frozenset({"goal", "goal_scored", "goal_conceded", "touch", "shot", "save", "demo", "demoed"})
+
+
+def mode_weights(weights: Mapping[str, float], mode: str, sparse_scale: float, dense_scale: float) -> dict[str, float]:
+    """Apply a reward mode: ``sparse`` keeps only event components, ``dense`` only shaping ones,
+    ``hybrid`` keeps both, events scaled by ``sparse_scale`` and shaping by ``dense_scale``."""
+    if mode not in ("sparse", "dense", "hybrid"):
+        raise ValueError(f"unknown reward mode '{mode}'; choose sparse, dense or hybrid")
+    out = {}
+    for name, weight in weights.items():
+        sparse = name in SPARSE_COMPONENTS
+        if (mode == "sparse" and not sparse) or (mode == "dense" and sparse):
+            continue
+        out[name] = weight * (sparse_scale if sparse else dense_scale)
+    return out
+
+
+def distribute(rewards: Array, car_teams: Array, team_spirit: float, opponent_scale: float) -> Array:
+    """Team spirit and zero-sum: ``r_i <- (1 - tau) r_i + tau * mean(team) - opponent_scale * mean(opponents)``.
+
+    ``tau = 0`` and ``opponent_scale = 0`` leave rewards unchanged; ``tau = 1`` shares them fully
+    within a team; ``opponent_scale = 1`` makes the game zero-sum between the teams.
+    """
+    if team_spirit == 0.0 and opponent_scale == 0.0:
+        return rewards
+    team_means = {}
+    for team in (0, 1):
+        members = car_teams == team
+        team_means[team] = rewards[:, members].mean(axis=1) if members.any() else np.zeros(rewards.shape[0], np.float32)
+    out = np.empty_like(rewards)
+    for c, team in enumerate(car_teams.tolist()):
+        out[:, c] = (
+            (1.0 - team_spirit) * rewards[:, c] + team_spirit * team_means[team] - opponent_scale * team_means[1 - team]
+        )
+    return out
 
 
 class WeightedReward:
-    """The weighted sum of named components; remembers each component's mean for logging."""
+    """The weighted sum of named components, then team-spirit / zero-sum distribution.
 
-    def __init__(self, weights: Mapping[str, float]) -> None:
+    Remembers each component's mean (over all cars, before distribution) for logging as ``rewards/<name>``.
+    """
+
+    def __init__(self, weights: Mapping[str, float], team_spirit: float = 0.0, opponent_scale: float = 0.0) -> None:
+        self.team_spirit = team_spirit
+        self.opponent_scale = opponent_scale
+        self.weights: dict[str, float] = {}
+        self.last_means: dict[str, float] = {}
+        self.set_weights(weights)
+
+    def set_weights(self, weights: Mapping[str, float]) -> None:
+        """Switch the weights (reward phases do this between iterations)."""
         unknown = sorted(set(weights) - set(REWARD_COMPONENTS))
         if unknown:
             raise ValueError(f"unknown reward component(s) {unknown}; available: {sorted(REWARD_COMPONENTS)}")
         self.weights = {name: float(w) for name, w in weights.items() if w != 0.0}
-        self.last_means: dict[str, float] = {}
+        self.last_means = {}
 
     def __call__(self, ctx: RewardContext) -> Array:
         K, C = ctx.touched.shape
@@ -103,4 +295,4 @@ class WeightedReward:
             value = REWARD_COMPONENTS[name](ctx)
             self.last_means[name] = float(value.mean())
             total += weight * value
-        return total
+        return distribute(total, ctx.car_teams, self.team_spirit, self.opponent_scale)

@@ -25,7 +25,7 @@ from speedflip.env import layout as L
 from speedflip.env.actions import NUM_CONTROLS, ActionError, LookupTableAction
 from speedflip.env.arenas import Arenas, GameArrays
 from speedflip.env.obs import DefaultObs
-from speedflip.env.rewards import RewardContext, WeightedReward
+from speedflip.env.rewards import RewardContext, WeightedReward, mode_weights
 from speedflip.env.states import STATE_SETTERS
 
 
@@ -68,7 +68,9 @@ class RocketLeagueVecEnv:
         self.obs_builder = DefaultObs(cfg.blue_size, cfg.orange_size, cfg.obs_team_size)
         self.obs_dim = self.obs_builder.obs_dim
         self.num_actions = self.actions.num_actions
-        self.reward_fn = WeightedReward(cfg.rewards)
+        first_weights = cfg.reward_phases[0].rewards if cfg.reward_phases else cfg.rewards
+        self.reward_fn = WeightedReward({}, team_spirit=cfg.team_spirit, opponent_scale=cfg.opponent_scale)
+        self.set_reward_weights(first_weights)
         self.setter_names = [n for n, w in cfg.state_setters.items() if w > 0]
         weights = np.array([cfg.state_setters[n] for n in self.setter_names], np.float64)
         self.setter_probs = weights / weights.sum()
@@ -127,6 +129,7 @@ class RocketLeagueVecEnv:
         """
         K, C = self.num_arenas, self.num_cars
         idx = self.actions.check(actions, self.num_agents)
+        prev_state = self.arenas.state.copy()
         if custom_controls is None:
             state = self.arenas.step(idx, self.actions.controls)
             applied = self.actions.table[idx]
@@ -141,7 +144,7 @@ class RocketLeagueVecEnv:
         self.prev_scores[:] = state.scores
         self.prev_controls[:] = applied.reshape(K, C, NUM_CONTROLS)
 
-        rewards = self.reward_fn(RewardContext(state, self.car_teams, touched, goal_team))
+        rewards = self.reward_fn(RewardContext(state, self.car_teams, touched, goal_team, prev_state))
         self.episode_ticks += self.arenas.tick_skip
         any_touch = touched.any(axis=1)
         self.ticks_since_touch = np.where(any_touch, 0, self.ticks_since_touch + self.arenas.tick_skip)
@@ -236,6 +239,11 @@ class RocketLeagueVecEnv:
         for k, rng in enumerate(self.rngs):
             if 0 <= first + k < len(saved):
                 rng.bit_generator.state = saved[first + k]
+
+    def set_reward_weights(self, weights: dict[str, float]) -> None:
+        """Switch reward weights (a reward phase); the env's reward mode and scales are applied."""
+        cfg = self.cfg
+        self.reward_fn.set_weights(mode_weights(weights, cfg.reward_mode, cfg.sparse_scale, cfg.dense_scale))
 
     def reward_means(self) -> dict[str, float]:
         """Mean of every reward component over all agents in the last step."""

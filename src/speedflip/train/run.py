@@ -139,6 +139,7 @@ def _loop(cfg: Config, trainer: Trainer, run_dir: Path, console: Console) -> int
                     next_eval = (trainer.global_step // eval_every + 1) * eval_every
                 record.update(trainer.matchmaker.metrics())
                 record["curriculum/stage"] = trainer.stage
+                record["charts/reward_phase"] = trainer.reward_phase
                 trainer.matchmaker.flush()
                 jsonl.write(record)
                 if tb is not None:
@@ -168,9 +169,9 @@ def _loop(cfg: Config, trainer: Trainer, run_dir: Path, console: Console) -> int
                     path = trainer.milestone(meta)
                     next_milestone = (trainer.global_step // milestone_every + 1) * milestone_every
                     post_milestone(path, meta, trainer.matchmaker.learner_elo, console)
-                message = trainer.advance_curriculum()
-                if message:
-                    console.print(message, soft_wrap=True)
+                for message in (trainer.advance_reward_phase(record), trainer.advance_curriculum()):
+                    if message:
+                        console.print(message, soft_wrap=True)
                 if stop.requested:
                     reason = f"{stop.signal_name} received"
                     break

@@ -102,6 +102,7 @@ class Trainer:
         torch.manual_seed(cfg.run.seed)
         self.device = resolve_device(cfg.run.device)
         self.stage = 0
+        self.reward_phase = 0
         self.return_norm: ReturnNormalizer | None = None
         self.notes: list[str] = []
         self._build_env()
@@ -124,6 +125,9 @@ class Trainer:
         cfg = self.cfg
         self.env_cfg = stage_config(cfg, self.stage)
         self.env = make_vec_env(self.env_cfg, seed=cfg.run.seed + 1000 * self.stage)
+        phases = self.env_cfg.env.reward_phases
+        if phases:
+            self.env.set_reward_weights(phases[min(self.reward_phase, len(phases) - 1)].rewards)
         env_cfg = self.env_cfg.env
         self.car_teams = np.array([0] * env_cfg.blue_size + [1] * env_cfg.orange_size, np.int64)
         self.state_available = isinstance(self.env, RocketLeagueVecEnv)
@@ -279,6 +283,8 @@ class Trainer:
             "numpy_rng": self.env.get_rng_state(),
             "num_agents": self.env.num_agents,
             "stage": self.stage,
+            "reward_phase": self.reward_phase,
+            "reward_phase_name": self.reward_phase_name,
             "stage_name": self.stage_name,
             "learner_elo": self.matchmaker.learner_elo,
             "summary": {
@@ -316,6 +322,10 @@ class Trainer:
             self.stage = stage
             self._build_env()
         assert self.return_norm is not None
+        phases = self.env_cfg.env.reward_phases
+        self.reward_phase = min(int(ckpt.meta.get("reward_phase", 0)), max(len(phases) - 1, 0))
+        if phases:
+            self.env.set_reward_weights(phases[self.reward_phase].rewards)
         self.model.load_state_dict({k: v.to(self.device) for k, v in ckpt.model.items()})
         self.optimizer.load_state_dict(optimizer_from_tensors(ckpt.optimizer_tensors, ckpt.optimizer_meta))
         self.obs_rms.load_state_dict(to_numpy_dict(ckpt.state_tensors, "obs_rms."))
@@ -373,6 +383,30 @@ class Trainer:
             "selfplay/goals_against_vs_rule": summary.goals_b / summary.games,
         }
         return self.last_eval
+
+    @property
+    def reward_phase_name(self) -> str:
+        phases = self.env_cfg.env.reward_phases
+        return phases[self.reward_phase].name if phases else "rewards"
+
+    def advance_reward_phase(self, record: dict[str, Any]) -> str | None:
+        """Switch to the next reward phase when the current one's step or metric threshold is reached."""
+        phases = self.env_cfg.env.reward_phases
+        if self.reward_phase >= len(phases) - 1:
+            return None
+        phase = phases[self.reward_phase]
+        reason = None
+        if phase.until_steps is not None and self.global_step >= phase.until_steps:
+            reason = f"step {self.global_step:,} >= {phase.until_steps:,}"
+        value = record.get(phase.until_metric) if phase.until_metric else None
+        threshold = phase.until_value
+        if reason is None and isinstance(value, (int, float)) and threshold is not None and value >= threshold:
+            reason = f"{phase.until_metric} {value:.3g} >= {threshold:g}"
+        if reason is None:
+            return None
+        self.reward_phase += 1
+        self.env.set_reward_weights(phases[self.reward_phase].rewards)
+        return f"reward phase: '{phase.name}' -> '{phases[self.reward_phase].name}' ({reason})"
 
     def advance_curriculum(self) -> str | None:
         """Move to the next stage when the current one's condition holds; returns a message if it did."""
