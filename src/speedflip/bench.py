@@ -454,7 +454,7 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
 
     m = {name: Measure(name) for name in (
         "physics", "physics_1thread", "collect_inprocess", "collect_multiprocess", "collect_inprocess_torch1",
-        "collect_multiprocess_torch1", "rlgym", "rlgym_env_only", "collect_2x_arenas", "train",
+        "collect_multiprocess_torch1", "rlgym", "rlgym_torch1", "rlgym_env_only", "collect_2x_arenas", "train",
     )}  # fmt: skip
     learn_seconds = 0.0
 
@@ -486,6 +486,8 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
                 torch.set_num_threads(1)
                 _run_for(per_round, partial(_collect_once, ip), m["collect_inprocess_torch1"])
                 _run_for(per_round, partial(_collect_once, mp), m["collect_multiprocess_torch1"], _worker_pids(mp_env))
+                if rlgym is not None:
+                    _run_for(per_round, partial(rlgym.step, True), m["rlgym_torch1"])
                 torch.set_num_threads(torch_threads)
             if rlgym is not None:
                 _run_for(per_round, partial(rlgym.step, True), m["rlgym"])
@@ -577,6 +579,7 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
         "train_agent_sps": m["train"].sps,
         "train_learn_seconds": learn_seconds,
         "rlgym_agent_sps": rl,
+        "rlgym_agent_sps_torch1": (m["rlgym_torch1"].sps if torch1 else rl) if rlgym is not None else None,
         "rlgym_env_only_agent_sps": m["rlgym_env_only"].sps if rlgym is not None else None,
         "collect_agent_sps_2x_arenas": m["collect_2x_arenas"].sps if big is not None else None,
         "ratios_to_physics": {
@@ -587,6 +590,10 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
             "rlgym": ratio(rl, phys),
         },
         "collect_vs_rlgym": ratio(auto_collect.sps, rl),
+        "collect_vs_rlgym_torch1": ratio(
+            m[f"collect_{plan.backend}_torch1" if torch1 else f"collect_{plan.backend}"].sps,
+            (m["rlgym_torch1"].sps if torch1 else rl) if rlgym is not None else None,
+        ),
         "breakdown_ms_per_1000_agent_steps": {
             "inprocess": breakdown(watch.totals, m["collect_inprocess"]),
             "multiprocess": breakdown(mp_watch.totals, m["collect_multiprocess"]),
@@ -645,6 +652,7 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         (f"collect: {workers} worker processes, torch 1 thread", torch1["multiprocess"], "collect_multiprocess_torch1"),
         (f"train end to end ({r['auto_backend']})", r["train_agent_sps"], "train"),
         ("RLGym v2 loop + same inference", r["rlgym_agent_sps"], "rlgym"),
+        ("RLGym v2 loop + same inference, torch 1 thread", r["rlgym_agent_sps_torch1"], "rlgym_torch1"),
         ("RLGym v2 loop, env only", r["rlgym_env_only_agent_sps"], "rlgym_env_only"),
         (f"collect with {2 * cfg['num_arenas']} arenas ({r['auto_backend']})", r["collect_agent_sps_2x_arenas"],
          "collect_2x_arenas"),

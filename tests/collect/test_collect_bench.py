@@ -1,0 +1,63 @@
+"""``speedflip bench`` end to end on a tiny config: every figure is measured and the JSON has them all."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from speedflip.bench import BenchOptions, Stopwatch, instrument, print_report, run_bench, write_json
+from speedflip.cli import main
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def inner(self) -> int:
+        self.calls += 1
+        return self.calls
+
+    def outer(self) -> int:
+        return self.inner() + 1
+
+
+def test_instrument_times_one_object_and_counts_nested_calls_once() -> None:
+    watch = Stopwatch()
+    timed, plain = Counter(), Counter()
+    instrument(timed, "outer", "work", watch)
+    instrument(timed, "inner", "work", watch)
+    assert timed.outer() == 2 and isinstance(timed, Counter)
+    assert plain.outer() == 2
+    assert set(watch.totals) == {"work"} and watch.totals["work"] > 0
+    watch.enabled = False
+    before = watch.totals["work"]
+    timed.outer()
+    assert watch.totals["work"] == before
+
+
+@pytest.mark.timeout(120)
+def test_tiny_bench_measures_everything(tmp_path: Path) -> None:
+    opts = BenchOptions(seconds=0.3, arenas=2, rounds=1, overrides=["ppo.num_steps=8"])
+    console = Console(record=True, width=140)
+    results = run_bench(opts, console)
+    for key in ("physics_agent_sps", "collect_agent_sps", "train_agent_sps", "rlgym_agent_sps"):
+        assert results[key] > 0, key
+    assert results["collect_agent_sps_by_backend"]["inprocess"] > 0
+    assert results["collect_agent_sps_by_backend"]["multiprocess"] > 0
+    assert results["ratios_to_physics"]["collect"] > 0
+    parts = results["breakdown_ms_per_1000_agent_steps"]["inprocess"]
+    assert {"physics", "obs", "reward", "inference", "learn"} <= set(parts)
+    assert all(v >= 0 for v in parts.values())
+    assert results["memory"]["inprocess_mb_per_arena"] is None or results["memory"]["inprocess_mb_per_arena"] > 0
+    print_report(results, console)
+    assert "physics limit" in console.export_text()
+    path = write_json(results, tmp_path / "out" / "bench.json")
+    assert json.loads(path.read_text())["config"]["num_arenas"] == 2
+
+
+def test_cli_rejects_bad_bench_arguments() -> None:
+    assert main(["bench", "--seconds", "0"]) == 2
+    assert main(["bench", "--arenas", "0"]) == 2
