@@ -84,6 +84,12 @@ class EnvConfig(_Strict):
         },
         description="reward component name -> weight",
     )
+    obs_builder: Literal["default", "advanced"] = Field(
+        "default", description="default: compact world-frame obs; advanced: adds car-relative frames and pad timers"
+    )
+    frame_stack: int = Field(1, ge=1, le=4, description="observations of the last N steps, concatenated")
+    nearest_pads: int = Field(4, ge=0, le=34, description="advanced obs: boost pads nearest to car and to ball")
+    shuffle_slots: bool = Field(False, description="advanced obs: shuffle teammate/opponent slots every step")
     reward_mode: Literal["sparse", "dense", "hybrid"] = Field(
         "hybrid", description="sparse: event components only; dense: shaping only; hybrid: both"
     )

@@ -24,7 +24,7 @@ from speedflip.env import conditions
 from speedflip.env import layout as L
 from speedflip.env.actions import NUM_CONTROLS, ActionError, LookupTableAction
 from speedflip.env.arenas import Arenas, GameArrays
-from speedflip.env.obs import DefaultObs
+from speedflip.env.obs import AdvancedObs, DefaultObs, PadTimers
 from speedflip.env.rewards import RewardContext, WeightedReward, mode_weights
 from speedflip.env.states import STATE_SETTERS
 
@@ -65,8 +65,22 @@ class RocketLeagueVecEnv:
         self.num_agents = self.num_arenas * self.num_cars
         self.car_teams = self.arenas.car_teams
         self.actions = LookupTableAction()
-        self.obs_builder = DefaultObs(cfg.blue_size, cfg.orange_size, cfg.obs_team_size)
-        self.obs_dim = self.obs_builder.obs_dim
+        pads = self.arenas.arenas[0].get_boost_pads()
+        pad_is_big = np.array([p.is_big for p in pads], bool)
+        self.pad_timers = PadTimers(cfg.num_arenas, pad_is_big)
+        self.obs_builder: DefaultObs | AdvancedObs
+        if cfg.obs_builder == "advanced":
+            self.obs_builder = AdvancedObs(
+                cfg.blue_size, cfg.orange_size, cfg.obs_team_size,
+                pad_positions=np.array([p.get_pos().as_numpy() for p in pads], np.float32),
+                pad_is_big=pad_is_big, nearest_pads=cfg.nearest_pads, shuffle_slots=cfg.shuffle_slots,
+                seed=seed + arena_offset,
+            )  # fmt: skip
+        else:
+            self.obs_builder = DefaultObs(cfg.blue_size, cfg.orange_size, cfg.obs_team_size)
+        self.frame_stack = cfg.frame_stack
+        self.frame_dim = self.obs_builder.obs_dim
+        self.obs_dim = self.frame_dim * self.frame_stack
         self.num_actions = self.actions.num_actions
         first_weights = cfg.reward_phases[0].rewards if cfg.reward_phases else cfg.rewards
         self.reward_fn = WeightedReward({}, team_spirit=cfg.team_spirit, opponent_scale=cfg.opponent_scale)
@@ -86,6 +100,7 @@ class RocketLeagueVecEnv:
         self.episode_touches = np.zeros((K, C), np.int64)
         self.prev_scores = np.zeros((K, 2), np.int64)
         self.obs = np.zeros((K * C, self.obs_dim), np.float32)
+        self.frames = np.zeros((K, C, self.frame_stack, self.frame_dim), np.float32)
         # running totals for rates (touches per agent-minute of game time)
         self.total_touches = 0
         self.total_agent_seconds = 0.0
@@ -110,9 +125,35 @@ class RocketLeagueVecEnv:
         self.episode_returns[ids] = 0.0
         self.episode_touches[ids] = 0
         self.prev_scores[ids] = state.scores[ids]
-        sub = GameArrays(state.ball[ids], state.cars[ids], state.pads[ids], state.scores[ids])
-        obs = self.obs.reshape(self.num_arenas, self.num_cars, self.obs_dim)
-        obs[ids] = self.obs_builder.build(sub, self.prev_controls[ids]).reshape(len(ids), self.num_cars, -1)
+        self._observe(ids)
+
+    def _observe(self, ids: Array | None) -> None:
+        """Build observations for every arena (after a step) or for the arenas ``ids`` (after their reset).
+
+        With frame stacking, a step shifts each agent's frames by one; a reset fills them all with the
+        first frame of the new episode.
+        """
+        state = self.arenas.state
+        if ids is None:
+            self.pad_timers.update(state.pads, self.arenas.tick_skip / L.TICK_RATE)
+            sub, prev, timers = state, self.prev_controls, self.pad_timers.timers
+        else:
+            self.pad_timers.update(state.pads, 0.0, ids)
+            sub = GameArrays(state.ball[ids], state.cars[ids], state.pads[ids], state.scores[ids])
+            prev, timers = self.prev_controls[ids], self.pad_timers.timers[ids]
+        if isinstance(self.obs_builder, AdvancedObs):
+            frame = self.obs_builder.build(sub, prev, timers)
+        else:
+            frame = self.obs_builder.build(sub, prev)
+        frame = frame.reshape(sub.cars.shape[0], self.num_cars, self.frame_dim)
+        if self.frame_stack == 1:
+            self.frames[ids if ids is not None else slice(None), :, 0] = frame
+        elif ids is None:
+            self.frames[:, :, :-1] = self.frames[:, :, 1:]
+            self.frames[:, :, -1] = frame
+        else:
+            self.frames[ids] = frame[:, :, None]
+        self.obs[:] = self.frames.reshape(self.num_agents, self.obs_dim)
 
     def reset(self) -> Array:
         """Start a new episode in every arena; returns observations ``[N, obs_dim]``."""
@@ -160,7 +201,7 @@ class RocketLeagueVecEnv:
             conditions.timeout(self.episode_ticks, self.timeout_ticks)
             | conditions.no_touch_timeout(self.ticks_since_touch, self.no_touch_ticks)
         )
-        self.obs[:] = self.obs_builder.build(state, self.prev_controls)
+        self._observe(None)
         done = terminated | truncated
         final_obs = self.obs.copy()
         episodes: list[dict[str, float]] = []

@@ -11,9 +11,10 @@ from rich.table import Table
 
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.selfplay.league import League, append_games
-from speedflip.selfplay.match import Player, match_env_config, play_match, summarize
-from speedflip.selfplay.policies import NeuralPolicy, resolve_policy
+from speedflip.selfplay.match import OBS_KEYS, Player, match_env_config, play_match, summarize
+from speedflip.selfplay.policies import NeuralPolicy, find_checkpoint, resolve_policy
 from speedflip.selfplay.userbot import UserBotPolicy
+from speedflip.train.checkpoint import CheckpointError, verify_checkpoint
 from speedflip.train.jsonsafe import dumps
 
 BUILTIN = ("rule", "random", "idle")
@@ -24,6 +25,24 @@ def resolve_player(spec: str, env: RocketLeagueVecEnv, seed: int, deterministic:
     if spec.startswith("py:"):
         return UserBotPolicy(spec)
     return resolve_policy(spec, env.obs_dim, env.actions.table, seed=seed, deterministic=deterministic)
+
+
+def training_obs_options(*specs: str) -> dict[str, object]:
+    """The observation settings the neural players were trained with; they must agree."""
+    found: dict[str, object] | None = None
+    for spec in specs:
+        if spec in BUILTIN or spec.startswith("py:"):
+            continue
+        meta = verify_checkpoint(find_checkpoint(spec))
+        env = meta.get("config", {}).get("env", {})
+        options = {k: env[k] for k in OBS_KEYS if k in env}
+        if found is not None and options != found:
+            raise CheckpointError(
+                f"the two players were trained with different observation settings ({found} vs {options}); "
+                "a match gives both sides the same observations, so rate each against rule/idle instead"
+            )
+        found = options
+    return found or {}
 
 
 def league_dir_for(spec_a: str, league_path: str | None) -> Path:
@@ -48,7 +67,8 @@ def run_eval(
     json_path: str | None,
     console: Console,
 ) -> int:
-    env = RocketLeagueVecEnv(match_env_config(games, team_size, game_seconds), seed=seed)
+    options = training_obs_options(spec_a, spec_b)
+    env = RocketLeagueVecEnv(match_env_config(games, team_size, game_seconds, obs_options=options), seed=seed)
     try:
         policy_a = resolve_player(spec_a, env, seed, deterministic)
         policy_b = resolve_player(spec_b, env, seed + 1, deterministic)

@@ -89,19 +89,31 @@ def summarize(results: list[GameResult]) -> MatchSummary:
     )
 
 
+OBS_KEYS = ("obs_builder", "obs_team_size", "frame_stack", "nearest_pads", "shuffle_slots", "tick_skip")
+
+
 def match_env_config(
-    games: int, team_size: int, game_seconds: float, tick_skip: int = 8, obs_team_size: int = 0
+    games: int,
+    team_size: int,
+    game_seconds: float,
+    tick_skip: int = 8,
+    obs_team_size: int = 0,
+    obs_options: dict[str, object] | None = None,
 ) -> EnvConfig:
+    """Kickoff-only arenas for rated games; ``obs_options`` (the observation settings a checkpoint was
+    trained with: builder, padding, frame stack, tick skip) make its policy see what it saw in training."""
+    options = {k: v for k, v in (obs_options or {}).items() if k in OBS_KEYS}
+    options.setdefault("tick_skip", tick_skip)
+    options.setdefault("obs_team_size", obs_team_size)
     return EnvConfig(
+        **options,
         num_arenas=games,
         blue_size=team_size,
         orange_size=team_size,
-        tick_skip=tick_skip,
         timeout_seconds=game_seconds + 60.0,
         no_touch_timeout_seconds=game_seconds + 60.0,
         state_setters={"kickoff": 1.0},
         rewards={"goal": 1.0},
-        obs_team_size=obs_team_size,
     )
 
 

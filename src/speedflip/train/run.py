@@ -14,7 +14,7 @@ from rich.table import Table
 
 from speedflip.config import Config
 from speedflip.env.actions import LookupTableAction
-from speedflip.env.obs import DefaultObs
+from speedflip.env.obs import observation_size
 from speedflip.train.metrics import JsonlSink, TensorBoardSink
 from speedflip.train.notify import post_milestone
 from speedflip.train.rundir import compat_signature, prepare_run_dir
@@ -64,7 +64,14 @@ def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None
     run_dir = run_dir.resolve()  # `--run-dir .` keeps working after --new moves the old run aside
     env_cfg = stage_config(cfg, 0).env
     compat = compat_signature(
-        DefaultObs(env_cfg.blue_size, env_cfg.orange_size, env_cfg.obs_team_size).obs_dim,
+        observation_size(
+            env_cfg.obs_builder,
+            env_cfg.blue_size,
+            env_cfg.orange_size,
+            env_cfg.obs_team_size,
+            env_cfg.nearest_pads,
+            env_cfg.frame_stack,
+        ),  # fmt: skip
         LookupTableAction().num_actions,
         cfg.ppo.policy_layers,
         cfg.ppo.critic_layers,

@@ -31,7 +31,7 @@ from speedflip.config import Config, config_to_dict
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.models.mlp import ActorCritic
 from speedflip.selfplay.league import REFERENCE_PLAYER, append_games
-from speedflip.selfplay.match import match_env_config, play_match, summarize
+from speedflip.selfplay.match import OBS_KEYS, match_env_config, play_match, summarize
 from speedflip.selfplay.matchmaker import LEARNER, LivePolicy, Matchmaker
 from speedflip.selfplay.policies import ScriptedPolicy
 from speedflip.selfplay.rule_policy import RulePolicy
@@ -355,7 +355,8 @@ class Trainer:
         env_cfg = self.env_cfg.env
         team = max(1, env_cfg.blue_size)
         pad = max(env_cfg.obs_team_size, env_cfg.blue_size, env_cfg.orange_size)
-        match_cfg = match_env_config(sp.eval_games, team, sp.eval_game_seconds, env_cfg.tick_skip, pad)
+        options = {**env_cfg.model_dump(include=set(OBS_KEYS)), "obs_team_size": pad}
+        match_cfg = match_env_config(sp.eval_games, team, sp.eval_game_seconds, obs_options=options)
         env = RocketLeagueVecEnv(match_cfg, seed=self.cfg.run.seed + self.iteration)
         try:
             if env.obs_dim != self.env.obs_dim:
