@@ -71,7 +71,7 @@ def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None
             env_cfg.obs_team_size,
             env_cfg.nearest_pads,
             env_cfg.frame_stack,
-        ),  # fmt: skip
+        ),
         LookupTableAction().num_actions,
         cfg.ppo.policy_layers,
         cfg.ppo.critic_layers,
