@@ -1,0 +1,1 @@
+"""Gymnasium environments: PPO, recurrent PPO and DQN training, evaluation and ``best/`` checkpoints."""
