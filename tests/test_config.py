@@ -29,7 +29,11 @@ def _error(data: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------------- presets
 def test_shipped_presets() -> None:
-    assert preset_names() == ["1v1", "2v2", "quick"]
+    names = preset_names()
+    assert {"1v1", "2v2", "quick", "phases"} <= set(names)
+    assert names == sorted(names)
+    for name in names:  # every shipped preset validates
+        build_config(load_preset(name), f"preset '{name}'")
 
 
 @pytest.mark.parametrize(
@@ -57,9 +61,9 @@ def test_unknown_preset_lists_available() -> None:
         resolve_config("quik")
     message = str(info.value)
     assert "unknown preset 'quik'" in message
-    assert "1v1, 2v2, quick" in message
+    assert f"Available presets: {', '.join(preset_names())}." in message
     assert "Did you mean 'quick'?" in message
-    with pytest.raises(ConfigError, match=r"Available presets: 1v1, 2v2, quick\.$"):
+    with pytest.raises(ConfigError, match=r"Available presets: 1v1, 2v2, .*quick\.$"):
         load_preset("zzz")
 
 
@@ -246,3 +250,12 @@ def test_override_errors_name_the_source() -> None:
         resolve_config("quick", overrides=["ppo.lerning_rate=1"])
     assert "preset 'quick' + --set" in str(info.value)
     assert "Did you mean 'ppo.learning_rate'?" in str(info.value)
+
+
+def test_set_indexes_lists() -> None:
+    """A number in a --set path indexes a list; an index past the end names the list and its size."""
+    cfg = resolve_config("phases", overrides=["env.reward_phases.1.until_steps=123"])
+    assert cfg.env.reward_phases[1].until_steps == 123
+    assert cfg.env.reward_phases[0].until_steps == 10_000_000
+    with pytest.raises(ConfigError, match=r"'env.reward_phases' is a list of 4 items; use an index 0..3"):
+        resolve_config("phases", overrides=["env.reward_phases.9.until_steps=1"])

@@ -101,6 +101,12 @@ class EnvConfig(_Strict):
         default_factory=list, description="named weight sets used in order instead of `rewards` (see docs)"
     )
     meshes_dir: str | None = Field(None, description="folder with soccar/mesh_*.cmf; default: rlgym's")
+    rlgym: str | None = Field(
+        None,
+        description="'package.module:function' or 'path/to/file.py:function' returning an RLGym v2 env; one copy "
+        "per arena replaces speedflip's own obs/actions/rewards/states (the slower per-env Python path; "
+        "blue_size/orange_size must match the env)",
+    )
 
     @field_validator("rewards")
     @classmethod
@@ -453,17 +459,31 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``key.path=value`` overrides to a copy of ``data``; a number in the path indexes a list
+    (``env.reward_phases.0.until_steps=1000``)."""
     out = copy.deepcopy(data)
     for text in overrides:
         parts, value = parse_override(text)
-        node = out
-        for part in parts[:-1]:
-            child = node.get(part)
-            if not isinstance(child, dict):
-                child = {}
-                node[part] = child
-            node = child
-        node[parts[-1]] = value
+        node: Any = out
+        for depth, part in enumerate(parts):
+            last = depth == len(parts) - 1
+            if isinstance(node, list):
+                if not part.isdigit() or int(part) >= len(node):
+                    where = ".".join(parts[:depth])
+                    raise ConfigError(
+                        f"--set '{text}': '{where}' is a list of {len(node)} items; use an index 0..{len(node) - 1}"
+                    )
+                if last:
+                    node[int(part)] = value
+                else:
+                    node = node[int(part)]
+                continue
+            if last:
+                node[part] = value
+            else:
+                if not isinstance(node.get(part), (dict, list)):
+                    node[part] = {}
+                node = node[part]
     return out
 
 
