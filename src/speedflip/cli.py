@@ -13,12 +13,24 @@ from speedflip import __version__
 from speedflip.config import ConfigError, preset_names, resolve_config
 from speedflip.env.actions import ActionError
 from speedflip.env.sim import SimSetupError
+from speedflip.export.errors import ExportError
 from speedflip.selfplay.league import LeagueError
 from speedflip.selfplay.userbot import UserBotError
 from speedflip.train.checkpoint import CheckpointError
 from speedflip.train.rundir import RunDirError
+from speedflip.watch.errors import ReplayError
 
-USER_ERRORS = (ConfigError, RunDirError, CheckpointError, SimSetupError, ActionError, LeagueError, UserBotError)
+USER_ERRORS = (
+    ConfigError,
+    RunDirError,
+    CheckpointError,
+    SimSetupError,
+    ActionError,
+    LeagueError,
+    UserBotError,
+    ReplayError,
+    ExportError,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,6 +71,30 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config key, e.g. --set run.torch_threads=1 (repeatable)")  # fmt: skip
     bench.add_argument("--no-rlgym", action="store_true", help="skip the RLGym v2 baseline")
+
+    watch = sub.add_parser("watch", help="play a match in RocketSim and write an interactive HTML replay")
+    watch.add_argument("a", nargs="?", help="blue: run dir, checkpoint folder, rule / random / idle, or py:FILE:FUNC")
+    watch.add_argument("--vs", default="rule", help="orange, same forms as A (default rule)")
+    watch.add_argument("--team-size", type=int, default=1, choices=(1, 2, 3), help="cars per team (default 1)")
+    watch.add_argument("--seconds", type=float, default=300.0, help="simulated seconds (default 300)")
+    watch.add_argument("--out", required=True, help="the HTML page to write (the data goes beside it as .replay.npz)")
+    watch.add_argument("--seed", type=int, default=0)
+    watch.add_argument("--deterministic", action="store_true", help="neural players take their most likely action")
+    watch.add_argument("--from", dest="from_replay", metavar="REPLAY_NPZ",
+                       help="rebuild the page from a saved .replay.npz instead of playing")  # fmt: skip
+    watch.add_argument("--render", action="store_true", help="also stream the match to RLViser at real-time speed")
+
+    doctor = sub.add_parser("doctor", help="check the install: versions, threads, devices, speed, startup checks")
+    doctor.add_argument("--json", metavar="PATH", help="also write the report to this JSON file")
+    doctor.add_argument("--seconds", type=float, default=1.0, help="seconds per speed check (default 1)")
+
+    export = sub.add_parser("export", help="export a trained policy: RLBot v5 bot folder, ONNX, TorchScript")
+    export.add_argument("run", help="a run directory (its newest good checkpoint) or a checkpoint folder")
+    export.add_argument("--rlbot", metavar="DIR", help="write a ready RLBot v5 bot folder here")
+    export.add_argument("--onnx", metavar="FILE", help="write the policy network as ONNX (needs the onnx package)")
+    export.add_argument("--torchscript", metavar="FILE", help="write the policy network as TorchScript")
+    export.add_argument("--force", action="store_true", help="replace an existing output folder or file")
+    export.add_argument("--name", help="the bot's name in RLBot (default: the run's folder name)")
     return parser
 
 
@@ -111,6 +147,25 @@ def main(argv: list[str] | None = None) -> int:
             from speedflip.selfplay.evaluate import run_league
 
             return run_league(args.run, args.plot, console)
+        if args.command == "watch":
+            from speedflip.watch.run import run_watch
+
+            if args.a is None and not args.from_replay:
+                raise ReplayError("watch needs a player (a run dir, checkpoint, rule, random or idle) or --from REPLAY")
+            return run_watch(
+                args.a or "", args.vs, args.team_size, args.seconds, args.out, args.seed, args.deterministic,
+                args.from_replay, console, render=args.render,
+            )  # fmt: skip
+        if args.command == "doctor":
+            from speedflip.doctor import run_doctor
+
+            if not args.seconds > 0:
+                raise ConfigError(f"--seconds must be positive, got {args.seconds}")
+            return run_doctor(console, seconds=args.seconds, json_path=args.json)
+        if args.command == "export":
+            from speedflip.export.exporter import run_export
+
+            return run_export(args.run, args.rlbot, args.onnx, args.torchscript, args.force, args.name, console)
     except USER_ERRORS as err:
         Console(stderr=True).print(Text.assemble(("error: ", "bold red"), str(err)))
         return 2
