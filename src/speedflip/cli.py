@@ -10,10 +10,12 @@ from rich.console import Console
 from rich.text import Text
 
 from speedflip import __version__
-from speedflip.config import ConfigError, preset_names, resolve_config
+from speedflip.config import ConfigError, preset_names
+from speedflip.device import DeviceError
 from speedflip.env.actions import ActionError
 from speedflip.env.sim import SimSetupError
 from speedflip.export.errors import ExportError
+from speedflip.gym.errors import GymEnvError
 from speedflip.selfplay.league import LeagueError
 from speedflip.selfplay.userbot import UserBotError
 from speedflip.train.checkpoint import CheckpointError
@@ -21,16 +23,8 @@ from speedflip.train.rundir import RunDirError
 from speedflip.watch.errors import ReplayError
 
 USER_ERRORS = (
-    ConfigError,
-    RunDirError,
-    CheckpointError,
-    SimSetupError,
-    ActionError,
-    LeagueError,
-    UserBotError,
-    ReplayError,
-    ExportError,
-)
+    ConfigError, RunDirError, CheckpointError, SimSetupError, ActionError, LeagueError, UserBotError, GymEnvError,
+    DeviceError, ReplayError, ExportError)  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,10 +40,19 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--run-dir", help="run directory (default: runs/<preset>)")
     train.add_argument("--new", action="store_true", help="start fresh; an existing run is moved aside, not deleted")
     train.add_argument("--resume", metavar="RUN_DIR", help="resume this run directory (same as --run-dir)")
+    train.add_argument(
+        "--env", help="gym:<id> for any registered Gymnasium env (e.g. gym:CartPole-v1), or rocketleague"
+    )
+    train.add_argument("--algo", choices=("ppo", "ppo_recurrent", "dqn"),
+                       help="learning algorithm (ppo_recurrent and dqn need a Gymnasium env)")  # fmt: skip
 
-    ev = sub.add_parser("eval", help="rated head-to-head match between two players")
+    ev = sub.add_parser(
+        "eval", help="evaluate a policy on its env (one argument) or a rated head-to-head match (two players)"
+    )
     ev.add_argument("a", help="run dir, checkpoint folder, or rule / random / idle")
-    ev.add_argument("b", help="the opponent, same forms as A")
+    ev.add_argument("b", nargs="?", help="the opponent, same forms as A (Rocket League; default: rule)")
+    ev.add_argument("--episodes", type=int, default=20, help="Gymnasium run: episodes to play (default 20)")
+    ev.add_argument("--stochastic", action="store_true", help="Gymnasium run: sample actions instead of the best")
     ev.add_argument("--games", type=int, default=20, help="games, played in parallel arenas (default 20)")
     ev.add_argument("--team-size", type=int, default=1, choices=(1, 2, 3), help="cars per team (default 1)")
     ev.add_argument("--game-seconds", type=float, default=120.0, help="simulated seconds per game (default 120)")
@@ -107,14 +110,35 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     try:
         if args.command == "train":
+            from speedflip.gym.cli import resolve_train_config
+
+            cfg, default_dir, notes = resolve_train_config(args.preset, args.config, args.set, args.env, args.algo)
+            for note in notes:
+                console.print(f"note: {note}", soft_wrap=True)
+            run_dir = Path(args.resume or args.run_dir or default_dir)
+            if cfg.gym.env_id is not None:
+                from speedflip.gym.run import train_gym
+
+                return train_gym(cfg, run_dir, new=args.new, console=console)
             from speedflip.train.run import train
 
-            cfg = resolve_config(args.preset, args.config, args.set)
-            run_dir = Path(args.resume or args.run_dir or f"runs/{args.preset or 'quick'}")
             return train(cfg, run_dir, new=args.new, console=console)
         if args.command == "eval":
+            from speedflip.gym.cli import gym_checkpoint
             from speedflip.selfplay.evaluate import run_eval
 
+            gym_run = gym_checkpoint(args.a)
+            if gym_run is not None:
+                if args.b is not None:
+                    raise ConfigError(f"'{args.a}' is a Gymnasium run: evaluate it alone (speedflip eval {args.a})")
+                if args.episodes < 1:
+                    raise ConfigError(f"--episodes must be at least 1, got {args.episodes}")
+                from speedflip.gym.evaluate import run_gym_eval
+
+                return run_gym_eval(args.a, args.episodes, args.stochastic, args.seed, args.json, console)
+            if args.b is None:
+                console.print(f"one player given: {args.a} plays the rule bot (name a second player to choose)")
+                args.b = "rule"
             if args.games < 2:
                 raise ConfigError("--games must be at least 2: sides are swapped between the two halves of a match")
             if not args.game_seconds > 0:

@@ -18,24 +18,9 @@ import numpy as np
 from gymnasium import spaces
 
 from speedflip._types import Array
+from speedflip.gym.errors import GymEnvError
 
 LIST_IDS_HINT = 'list the registered ids with: python -c "import gymnasium; gymnasium.pprint_registry()"'
-
-
-class GymEnvError(ValueError):
-    """A Gymnasium environment that cannot be used; the message says why and what to do."""
-
-
-def parse_env_arg(text: str) -> str | None:
-    """``--env`` value -> Gymnasium id: ``gym:CartPole-v1`` -> ``CartPole-v1``; ``rocketleague`` -> ``None``."""
-    if text in ("rocketleague", "rl"):
-        return None
-    if not text.startswith("gym:") or not text[4:]:
-        raise GymEnvError(
-            f"--env '{text}' is not understood: use gym:<id> for a Gymnasium environment (e.g. "
-            "gym:CartPole-v1, or gym:my_module:MyEnv-v0 to import your module first) or 'rocketleague'"
-        )
-    return text[4:]
 
 
 def check_env_id(env_id: str) -> str:

@@ -222,8 +222,10 @@ def checkpoint_config(path: Path) -> Config | None:
 
 
 def is_gym_checkpoint(path: Path) -> bool:
-    cfg = checkpoint_config(path)
-    return cfg is not None and cfg.gym.env_id is not None
+    """Whether the checkpoint's saved config names a Gymnasium env (read without validating it)."""
+    config = verify_checkpoint(path).get("config")
+    gym_section = config.get("gym") if isinstance(config, dict) else None
+    return isinstance(gym_section, dict) and gym_section.get("env_id") is not None
 
 
 def evaluate_checkpoint(
