@@ -69,9 +69,16 @@ def choose_collector(cfg: Config, cores: int | None = None) -> CollectorPlan:
 
 
 def make_vec_env(cfg: Config, seed: int | None = None) -> VecEnv:
-    """Build the collection backend chosen by :func:`choose_collector` (seed: ``run.seed`` by default)."""
-    plan = choose_collector(cfg)
+    """Build the collection backend chosen by :func:`choose_collector` (seed: ``run.seed`` by default).
+
+    With ``env.rlgym`` set, the RLGym v2 adapter (in-process, per-env Python loop) is used instead.
+    """
     seed = cfg.run.seed if seed is None else seed
+    if cfg.env.rlgym is not None:
+        from speedflip.env.rlgym_adapter import make_rlgym_vec_env
+
+        return make_rlgym_vec_env(cfg, seed)
+    plan = choose_collector(cfg)
     if plan.backend == "multiprocess":
         from speedflip.collect.multiprocess import MultiProcessVecEnv
 
