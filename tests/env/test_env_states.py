@@ -136,7 +136,7 @@ def test_random_state_is_seeded() -> None:
 
 def test_env_uses_setter_weights(make_env: Callable[..., RocketLeagueVecEnv]) -> None:
     """state_setters={'random': 1} never produces a kickoff; {'kickoff': 1} always does."""
-    assert set(STATE_SETTERS) == {"kickoff", "random"}
+    assert {"kickoff", "random"} <= set(STATE_SETTERS)
     env = make_env(num_arenas=8, blue_size=1, orange_size=1, state_setters={"random": 1.0})
     env.reset()
     ball = env.state.ball[:, 0, L.BALL_POS]
