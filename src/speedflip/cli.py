@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -98,6 +99,11 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--torchscript", metavar="FILE", help="write the policy network as TorchScript")
     export.add_argument("--force", action="store_true", help="replace an existing output folder or file")
     export.add_argument("--name", help="the bot's name in RLBot (default: the run's folder name)")
+
+    components = sub.add_parser(
+        "components", help="list rewards, observation builders, actions, state setters and done conditions"
+    )
+    components.add_argument("--json", action="store_true", help="print JSON instead of tables")
     return parser
 
 
@@ -190,6 +196,15 @@ def main(argv: list[str] | None = None) -> int:
             from speedflip.export.exporter import run_export
 
             return run_export(args.run, args.rlbot, args.onnx, args.torchscript, args.force, args.name, console)
+        if args.command == "components":
+            from speedflip.components import list_components, print_components
+
+            data = list_components()
+            if args.json:
+                sys.stdout.write(json.dumps(data, indent=2) + "\n")
+            else:
+                print_components(data, console)
+            return 0
     except USER_ERRORS as err:
         Console(stderr=True).print(Text.assemble(("error: ", "bold red"), str(err)))
         return 2
