@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from speedflip.env.rewards import REWARD_COMPONENTS
-from speedflip.env.states import STATE_SETTERS
+from speedflip.env.states import MECHANICS_SETTERS, STATE_SETTERS, check_setter_options
 
 
 class ConfigError(ValueError):
@@ -74,6 +74,25 @@ class EnvConfig(_Strict):
         default_factory=lambda: {"kickoff": 0.5, "random": 0.5},
         description="how episodes start: setter name -> relative weight",
     )
+    state_setter_options: dict[str, dict[str, float | bool]] = Field(
+        default_factory=dict,
+        description="options per state setter (its keyword parameters), e.g. {random: {cars_on_ground: true, "
+        "ball_max_speed: 1000}}; they apply wherever the setter is used (main mix and mechanics lane)",
+    )
+    mechanics_share: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="share of arenas in the mechanics lane (floor(num_arenas * share), spread over the arena "
+        "indices); they start from `mechanics_setters` instead of `state_setters` once the lane is active",
+    )
+    mechanics_setters: dict[str, float] = Field(
+        default_factory=lambda: dict.fromkeys(MECHANICS_SETTERS, 1.0),
+        description="the mechanics lane's mix: setter name -> relative weight",
+    )
+    mechanics_from_phase: int = Field(
+        0, ge=0, description="reward phase index (0 = the first) from which the mechanics lane is active"
+    )
     rewards: dict[str, float] = Field(
         default_factory=lambda: {
             "goal": 10.0,
@@ -116,7 +135,7 @@ class EnvConfig(_Strict):
             raise ValueError(f"unknown reward component(s) {unknown}; available: {sorted(REWARD_COMPONENTS)}")
         return v
 
-    @field_validator("state_setters")
+    @field_validator("state_setters", "mechanics_setters")
     @classmethod
     def _known_setters(cls, v: dict[str, float]) -> dict[str, float]:
         unknown = sorted(set(v) - set(STATE_SETTERS))
@@ -125,6 +144,22 @@ class EnvConfig(_Strict):
         if any(w < 0 for w in v.values()) or not any(w > 0 for w in v.values()):
             raise ValueError("state setter weights must be >= 0 with at least one > 0")
         return v
+
+    @field_validator("state_setter_options")
+    @classmethod
+    def _setter_options(cls, v: dict[str, dict[str, float | bool]]) -> dict[str, dict[str, float | bool]]:
+        check_setter_options(v)
+        return v
+
+    @model_validator(mode="after")
+    def _mechanics_phase_exists(self) -> EnvConfig:
+        phases = len(self.reward_phases)
+        if self.mechanics_share > 0 and self.mechanics_from_phase > 0 and self.mechanics_from_phase >= phases:
+            raise ValueError(
+                f"mechanics_from_phase {self.mechanics_from_phase} needs at least {self.mechanics_from_phase + 1} "
+                f"reward_phases (counted from 0), there are {phases}: the mechanics lane would never start"
+            )
+        return self
 
     @property
     def num_cars(self) -> int:
@@ -425,7 +460,11 @@ def load_file(path: str | Path) -> dict[str, Any]:
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("rewards", "state_setters"):
+        if (
+            isinstance(value, dict)
+            and isinstance(out.get(key), dict)
+            and key not in ("rewards", "state_setters", "mechanics_setters")
+        ):
             out[key] = _merge(out[key], value)
         else:
             out[key] = value

@@ -43,6 +43,7 @@ from speedflip.collect.worker import (
     CMD_CLOSE,
     CMD_GET_RNG,
     CMD_RESET,
+    CMD_SET_MECHANICS,
     CMD_SET_REWARDS,
     CMD_SET_RNG,
     CMD_STEP,
@@ -431,6 +432,10 @@ class MultiProcessVecEnv:
     def set_reward_weights(self, weights: dict[str, float]) -> None:
         """Switch every worker's reward weights (a reward phase)."""
         self._command(CMD_SET_REWARDS + json.dumps(weights).encode(), "set_reward_weights")
+
+    def set_mechanics_active(self, active: bool) -> None:
+        """Switch the mechanics lane on or off in every worker (see ``RocketLeagueVecEnv.set_mechanics_active``)."""
+        self._command(CMD_SET_MECHANICS + (b"1" if active else b"0"), "set_mechanics_active")
 
     def describe(self) -> dict[str, Any]:
         """A summary for the start-of-run table."""

@@ -20,7 +20,25 @@ import numpy as np
 ALIGN = 64  # bytes; every array starts on a cache line
 
 COUNTER_FIELDS = ("total_touches", "total_agent_seconds", "total_goals")
-EPISODE_FIELDS = ("return", "length_seconds", "touches_per_minute", "goal")
+# the keys of RocketLeagueVecEnv's finished-episode dicts (the last ones: speedflip.env.episodes.EPISODE_METRICS)
+EPISODE_FIELDS = (
+    "return",
+    "length_seconds",
+    "touches_per_minute",
+    "goal",
+    "touches",
+    "goals",
+    "shots",
+    "saves",
+    "demos",
+    "air_fraction",
+    "mean_speed",
+    "boost_used",
+    "turtle_events",
+    "recovery_rate",
+    "ticks_to_recover",
+    "mechanics",
+)
 
 Layout = list[tuple[str, str, tuple[int, ...], int]]
 

@@ -35,6 +35,7 @@ CMD_RESET = b"r"
 CMD_GET_RNG = b"g"
 CMD_SET_RNG = b"G"
 CMD_SET_REWARDS = b"w"  # + JSON {component: weight}
+CMD_SET_MECHANICS = b"m"  # + b"1" (mechanics lane on) or b"0" (off)
 CMD_CLOSE = b"c"
 # replies (worker -> parent), first byte of a message
 REPLY_OK = b"\x00"
@@ -166,6 +167,9 @@ class _Worker:
                 conn.send_bytes(REPLY_OK)
             elif command == CMD_SET_REWARDS:
                 env.set_reward_weights({str(k): float(v) for k, v in json.loads(payload.decode()).items()})
+                conn.send_bytes(REPLY_OK)
+            elif command == CMD_SET_MECHANICS:
+                env.set_mechanics_active(payload == b"1")
                 conn.send_bytes(REPLY_OK)
             elif command == CMD_CLOSE:
                 conn.send_bytes(REPLY_OK)

@@ -24,9 +24,10 @@ from speedflip.env import conditions
 from speedflip.env import layout as L
 from speedflip.env.actions import NUM_CONTROLS, ActionError, LookupTableAction
 from speedflip.env.arenas import Arenas, GameArrays
+from speedflip.env.episodes import EpisodeTracker
 from speedflip.env.obs import AdvancedObs, DefaultObs, PadTimers
 from speedflip.env.rewards import RewardContext, WeightedReward, mode_weights
-from speedflip.env.states import STATE_SETTERS
+from speedflip.env.states import make_setter, mechanics_lane
 
 
 @dataclass
@@ -38,7 +39,8 @@ class StepResult:
     terminated: Array  # [N] bool: a goal ended the episode (no bootstrap)
     truncated: Array  # [N] bool: a time limit ended it (bootstrap from final_obs)
     final_obs: Array  # [N, obs_dim]: the last observation of ended episodes (rows where done)
-    episodes: list[dict[str, float]] = field(default_factory=list)  # one per arena that finished
+    # one per arena that finished: return, length_seconds, touches_per_minute, goal + env.episodes.EPISODE_METRICS
+    episodes: list[dict[str, float]] = field(default_factory=list)
     goal_team: Array | None = None  # [K]: -1 no goal, 0 blue scored, 1 orange scored (None: not reported)
 
 
@@ -88,6 +90,16 @@ class RocketLeagueVecEnv:
         self.setter_names = [n for n, w in cfg.state_setters.items() if w > 0]
         weights = np.array([cfg.state_setters[n] for n in self.setter_names], np.float64)
         self.setter_probs = weights / weights.sum()
+        # the mechanics lane: arenas (by global index) that reset from the mechanics mix once active
+        self.mechanics_names = [n for n, w in cfg.mechanics_setters.items() if w > 0]
+        weights = np.array([cfg.mechanics_setters[n] for n in self.mechanics_names], np.float64)
+        self.mechanics_probs = weights / weights.sum()
+        self.mechanics_lane = mechanics_lane(cfg.mechanics_share, arena_offset, cfg.num_arenas)
+        self.mechanics_active = cfg.mechanics_from_phase == 0
+        self.setters = {
+            name: make_setter(name, cfg.state_setter_options.get(name))
+            for name in {*self.setter_names, *self.mechanics_names}
+        }
         self.rngs = self._seeded_streams(seed)
         self.timeout_ticks = round(cfg.timeout_seconds * L.TICK_RATE)
         self.no_touch_ticks = round(cfg.no_touch_timeout_seconds * L.TICK_RATE)
@@ -100,6 +112,7 @@ class RocketLeagueVecEnv:
         self.episode_touches = np.zeros((K, C), np.int64)
         self.prev_scores = np.zeros((K, 2), np.int64)
         self.obs = np.zeros((K * C, self.obs_dim), np.float32)
+        self.episode_stats = EpisodeTracker(K, C, cfg.tick_skip)
         self.frames = np.zeros((K, C, self.frame_stack, self.frame_dim), np.float32)
         # running totals for rates (touches per agent-minute of game time)
         self.total_touches = 0
@@ -112,10 +125,14 @@ class RocketLeagueVecEnv:
 
     # ------------------------------------------------------------------ reset
     def _reset_arenas(self, ids: Array) -> None:
-        for k in ids.tolist():
+        mechanics = self.mechanics_lane[ids] & self.mechanics_active
+        for k, lane in zip(ids.tolist(), mechanics.tolist(), strict=True):
             rng = self.rngs[k]
-            name = self.setter_names[int(rng.choice(len(self.setter_names), p=self.setter_probs))]
-            STATE_SETTERS[name](self.arenas.arenas[k], self.arenas.cars[k], rng)
+            names, probs = (
+                (self.mechanics_names, self.mechanics_probs) if lane else (self.setter_names, self.setter_probs)
+            )
+            name = names[int(rng.choice(len(names), p=probs))]
+            self.setters[name](self.arenas.arenas[k], self.arenas.cars[k], rng)
             self.arenas.release_controls(k)
             self.arenas._read(k)
         state = self.arenas.state
@@ -125,6 +142,7 @@ class RocketLeagueVecEnv:
         self.episode_returns[ids] = 0.0
         self.episode_touches[ids] = 0
         self.prev_scores[ids] = state.scores[ids]
+        self.episode_stats.reset(ids, state, mechanics)
         self._observe(ids)
 
     def _observe(self, ids: Array | None) -> None:
@@ -195,6 +213,7 @@ class RocketLeagueVecEnv:
         self.total_touches += n_touches
         self.total_agent_seconds += self.num_agents * self.arenas.tick_skip / L.TICK_RATE
         self.total_goals += int((goal_team >= 0).sum())
+        self.episode_stats.step(state, prev_state, touched)
 
         terminated = conditions.goal_scored(goal_team)
         truncated = ~terminated & (
@@ -207,7 +226,7 @@ class RocketLeagueVecEnv:
         episodes: list[dict[str, float]] = []
         if done.any():
             ids = np.flatnonzero(done)
-            for k in ids.tolist():
+            for k, metrics in zip(ids.tolist(), self.episode_stats.finish(ids, state), strict=True):
                 seconds = self.episode_ticks[k] / L.TICK_RATE
                 episodes.append(
                     {
@@ -215,6 +234,7 @@ class RocketLeagueVecEnv:
                         "length_seconds": float(seconds),
                         "touches_per_minute": float(self.episode_touches[k].mean() * 60.0 / max(seconds, 1e-6)),
                         "goal": float(terminated[k]),
+                        **metrics,
                     }
                 )
             self._reset_arenas(ids)
@@ -285,6 +305,12 @@ class RocketLeagueVecEnv:
         """Switch reward weights (a reward phase); the env's reward mode and scales are applied."""
         cfg = self.cfg
         self.reward_fn.set_weights(mode_weights(weights, cfg.reward_mode, cfg.sparse_scale, cfg.dense_scale))
+
+    def set_mechanics_active(self, active: bool) -> None:
+        """Switch the mechanics lane on or off (the trainer does when the reward phase reaches
+        ``env.mechanics_from_phase``). Lane arenas pick their setter from ``env.mechanics_setters`` at
+        their next reset while it is on; running episodes are not interrupted."""
+        self.mechanics_active = bool(active)
 
     def reward_means(self) -> dict[str, float]:
         """Mean of every reward component over all agents in the last step."""

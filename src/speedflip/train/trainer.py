@@ -13,7 +13,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -28,6 +28,7 @@ from speedflip.algos.normalize import ReturnNormalizer, RunningMeanStd
 from speedflip.algos.ppo import Batch, compute_gae, ppo_update
 from speedflip.collect import make_vec_env
 from speedflip.config import Config, config_to_dict
+from speedflip.env.episodes import episode_means
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.models.mlp import ActorCritic
 from speedflip.selfplay.league import REFERENCE_PLAYER, append_games
@@ -89,6 +90,7 @@ class RolloutStats:
     episode_lengths: list[float]
     reward_means: dict[str, float]
     reward_per_step: float
+    episode_metrics: dict[str, float | None] = field(default_factory=dict)  # env.episodes.episode_means
 
 
 class Trainer:
@@ -128,6 +130,7 @@ class Trainer:
         phases = self.env_cfg.env.reward_phases
         if phases:
             self.env.set_reward_weights(phases[min(self.reward_phase, len(phases) - 1)].rewards)
+        self._sync_mechanics_lane()
         env_cfg = self.env_cfg.env
         self.car_teams = np.array([0] * env_cfg.blue_size + [1] * env_cfg.orange_size, np.int64)
         self.state_available = isinstance(self.env, RocketLeagueVecEnv)
@@ -186,6 +189,7 @@ class Trainer:
         truncation_values = np.zeros((T, N), np.float32)
         episode_returns: list[float] = []
         episode_lengths: list[float] = []
+        finished: list[dict[str, float]] = []
         touches0, seconds0, goals0 = (
             self.env.total_touches,
             self.env.total_agent_seconds,
@@ -225,6 +229,7 @@ class Trainer:
             for episode in result.episodes:
                 episode_returns.append(episode["return"])
                 episode_lengths.append(episode["length_seconds"])
+                finished.append(episode)
             self.obs = result.obs
         last_values = self.model.value(self._tensor(self._normalize(self.obs[cols]))).cpu().numpy()
         advantages, returns = compute_gae(
@@ -243,6 +248,7 @@ class Trainer:
             episode_lengths=episode_lengths,
             reward_means={k: v / T for k, v in reward_sums.items()},
             reward_per_step=raw_reward_sum / T,
+            episode_metrics=episode_means(finished),
         )
         batch = Batch(
             obs=self._tensor(obs_buf.reshape(T * N, D)),
@@ -326,6 +332,7 @@ class Trainer:
         self.reward_phase = min(int(ckpt.meta.get("reward_phase", 0)), max(len(phases) - 1, 0))
         if phases:
             self.env.set_reward_weights(phases[self.reward_phase].rewards)
+        self._sync_mechanics_lane()
         self.model.load_state_dict({k: v.to(self.device) for k, v in ckpt.model.items()})
         self.optimizer.load_state_dict(optimizer_from_tensors(ckpt.optimizer_tensors, ckpt.optimizer_meta))
         self.obs_rms.load_state_dict(to_numpy_dict(ckpt.state_tensors, "obs_rms."))
@@ -385,6 +392,12 @@ class Trainer:
         }
         return self.last_eval
 
+    def _sync_mechanics_lane(self) -> None:
+        """Turn the env's mechanics lane on once the reward phase reaches ``env.mechanics_from_phase``."""
+        env_cfg = self.env_cfg.env
+        if env_cfg.mechanics_share > 0:  # no lane, nothing to switch (and not every backend has one)
+            self.env.set_mechanics_active(self.reward_phase >= env_cfg.mechanics_from_phase)
+
     @property
     def reward_phase_name(self) -> str:
         phases = self.env_cfg.env.reward_phases
@@ -407,6 +420,7 @@ class Trainer:
             return None
         self.reward_phase += 1
         self.env.set_reward_weights(phases[self.reward_phase].rewards)
+        self._sync_mechanics_lane()
         return f"reward phase: '{phase.name}' -> '{phases[self.reward_phase].name}' ({reason})"
 
     def advance_curriculum(self) -> str | None:
@@ -505,6 +519,7 @@ def summarize_iteration(
         "charts/touches_per_minute": stats.touches_per_minute,
         "charts/goals_per_minute": stats.goals_per_minute,
         "charts/reward_per_step": stats.reward_per_step,
+        **{f"charts/{name}": value for name, value in stats.episode_metrics.items()},
         "perf/sps": stats.steps / max(total_seconds, 1e-9),
         "perf/collect_sps": stats.steps / max(stats.collect_seconds, 1e-9),
         "perf/learn_sps": stats.steps / max(learn_seconds, 1e-9),
