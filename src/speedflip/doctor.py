@@ -229,9 +229,12 @@ def startup_checks(env_cfg: EnvConfig | None = None, model: ActorCritic | None =
 def _actions_check() -> Check:
     import numpy as np
 
-    from speedflip.env.actions import LookupTableAction
+    from speedflip.env.actions import ActionError, LookupTableAction
 
-    actions = LookupTableAction()  # validates the table: shape, ranges, both directions of every axis
+    try:
+        actions = LookupTableAction()  # validates the table: shape, ranges, both directions of every axis
+    except ActionError as err:
+        return _fail("action table", str(err), f"fix the lookup table in speedflip.env.actions: {err}")
     coverage = actions.coverage
     if not coverage.has_neutral:
         return _fail("action table", coverage.summary(), "add an all-zero row (needed for idle and kickoff waits)")

@@ -618,6 +618,7 @@ VIEWER_JS = r"""
     window.speedflipViewer = viewer;
     viewer.applyHash();
     root.dataset.replayFrames = String(viewer.T);
+    root.dataset.replayLoadMs = String(Math.round(performance.now()));  // navigation start -> first frame drawn
     if (!errors.length) root.dataset.replayStatus = "ready";
   }
   main().catch((e) => fail(e && e.message ? e.message : e));
