@@ -4,17 +4,21 @@ Nothing here is a hard-coded list: rewards come from :data:`speedflip.env.reward
 state setters from :data:`speedflip.env.states.STATE_SETTERS`, observation builders from the values
 ``env.obs_builder`` accepts (or an ``OBS_BUILDERS`` registry in :mod:`speedflip.env.obs`), done
 conditions from the functions of :mod:`speedflip.env.conditions` (or its ``DONE_CONDITIONS``
-registry), action tables from ``ACTION_TABLES`` in :mod:`speedflip.env.actions` when it exists.
+registry), action forms and tables from the values ``env.action_form`` accepts and the tables
+``env.action_table`` can build (or ``ACTION_FORMS`` / ``ACTION_TABLES`` in :mod:`speedflip.env.actions`).
 A component added to a registry shows up without touching this file.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import typing
 from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
+
+from pydantic import BaseModel
 
 from speedflip.config import EnvConfig
 from speedflip.env import actions as actions_mod
@@ -27,15 +31,10 @@ CATEGORIES = ("rewards", "observation_builders", "action_tables", "action_forms"
 CONFIG_KEYS = {
     "rewards": "env.rewards / env.reward_phases[].rewards (name: weight)",
     "observation_builders": "env.obs_builder",
-    "action_tables": "the policy's discrete actions (Discrete(num_actions))",
-    "action_forms": "speedflip.gym_env / parallel_env(action_space=...)",
+    "action_tables": "env.action_table (bins; unset = the default table)",
+    "action_forms": "env.action_form; the Gymnasium/PettingZoo faces: action_space='discrete' or 'continuous'",
     "state_setters": "env.state_setters / env.mechanics_setters (name: weight), env.state_setter_options",
     "done_conditions": "env.timeout_seconds, env.no_touch_timeout_seconds (goals always end an episode)",
-}
-ACTION_FORMS = {
-    "discrete": "one lookup-table row index per agent (Discrete(num_actions)); what `speedflip train` learns",
-    "continuous": "8 raw controls per agent (Box(8)): throttle, steer, pitch, yaw, roll in [-1, 1] (clamped), "
-    "jump, boost, handbrake pressed above 0.5; NaN refused",
 }
 
 
@@ -93,29 +92,68 @@ def observation_builders() -> list[dict[str, Any]]:
     return out
 
 
+def _literal_values(field: str) -> tuple[str, ...]:
+    """The names an ``EnvConfig`` field of ``Literal`` type accepts (empty if there is no such field)."""
+    info = EnvConfig.model_fields.get(field)
+    return () if info is None else tuple(a for a in typing.get_args(info.annotation) if isinstance(a, str))
+
+
+def _action_forms_module() -> ModuleType | None:
+    try:
+        return importlib.import_module("speedflip.env.action_forms")
+    except ModuleNotFoundError:  # an older tree without the extra action forms
+        return None
+
+
+def _maker(value: Any) -> Callable[[], Any]:
+    """A registry entry is a table or a function that makes one."""
+    if callable(value):
+        return value  # type: ignore[no-any-return]
+    return lambda: value
+
+
 def action_tables() -> list[dict[str, Any]]:
     """Every lookup table with its size and coverage (controls it can reach)."""
     registry = _registry(actions_mod, "ACTION_TABLES")
-    makers: Mapping[str, Any] = registry if registry is not None else {"default": actions_mod.default_lookup_table}
-    out = []
-    for name, make in makers.items():
-        table = actions_mod.LookupTableAction(make() if callable(make) else make)
-        out.append(
-            {
-                "name": name,
-                "num_actions": table.num_actions,
-                "doc": one_line(make),
-                "coverage": table.coverage.summary(),
-            }
-        )
+    makers: dict[str, tuple[Any, Callable[[], Any]]] = {}
+    if registry is not None:
+        makers = {name: (make, _maker(make)) for name, make in registry.items()}
+    else:
+        makers["default"] = (actions_mod.default_lookup_table, actions_mod.default_lookup_table)
+        forms = _action_forms_module()
+        info = EnvConfig.model_fields.get("action_table")
+        build = vars(forms).get("build_table") if forms is not None else None
+        annotation = info.annotation if info is not None else None
+        models = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if callable(build) and models:
+            makers["bins"] = (build, lambda: build(**models[0]().model_dump()))  # env.action_table, its defaults
+    out: list[dict[str, Any]] = []
+    for name, (documented, make) in makers.items():
+        try:
+            table = actions_mod.LookupTableAction(make())
+        except actions_mod.ActionError as err:
+            out.append({"name": name, "doc": one_line(documented), "invalid": str(err)})
+            continue
+        summary = table.coverage.summary()
+        out.append({"name": name, "num_actions": table.num_actions, "doc": one_line(documented), "coverage": summary})
     return out
 
 
 def action_forms() -> list[dict[str, Any]]:
-    """The forms an action can take (``ACTION_FORMS`` in :mod:`speedflip.env.actions` when it exists)."""
+    """The forms a policy's action can take (the values ``env.action_form`` accepts), with their docs."""
     registry = _registry(actions_mod, "ACTION_FORMS")
-    forms = registry if registry is not None else ACTION_FORMS
-    return [{"name": name, "doc": doc if isinstance(doc, str) else one_line(doc)} for name, doc in forms.items()]
+    if registry is not None:
+        return [{"name": n, "doc": d if isinstance(d, str) else one_line(d)} for n, d in registry.items()]
+    forms = _action_forms_module()
+    info = EnvConfig.model_fields.get("action_form")
+    out = []
+    for name in _literal_values("action_form") or ("table",):
+        func = actions_mod.LookupTableAction if name == "table" else None
+        if func is None and forms is not None:
+            func = vars(forms).get(f"controls_from_{name}")
+        doc = one_line(func) if func is not None else (info.description or "" if info is not None else "")
+        out.append({"name": name, "doc": doc})
+    return out
 
 
 def state_setters() -> list[dict[str, Any]]:

@@ -64,6 +64,8 @@ def face_env_config(preset: str = "1v1", env: dict[str, Any] | None = None) -> E
         rl = [n for n in preset_names() if "env" in load_preset(n) and load_preset(n).get("gym") is None]
         raise ConfigError(f"{source} is not a Rocket League config (no env section); use one of: {', '.join(rl)}")
     values = {**data["env"], **(env or {}), "num_arenas": 1}
+    if "action_form" in EnvConfig.model_fields:  # the face's own action_space decides the form
+        values["action_form"] = "table"
     try:
         return EnvConfig.model_validate(values)
     except ValidationError as err:

@@ -23,7 +23,7 @@ from rlgym.rocket_league.state_mutators import FixedTeamSizeMutator, KickoffMuta
 
 from speedflip.collect import make_vec_env
 from speedflip.config import build_config, resolve_config
-from speedflip.env.rlgym_adapter import SLOW_PATH_NOTE, RLGymAdapterError, RLGymVecEnv, load_factory
+from speedflip.env.rlgym_adapter import SLOW_PATH_NOTE, RLGymAdapterError, RLGymVecEnv, load_factory, probe_dims
 from speedflip.train.checkpoint import verify_checkpoint
 from speedflip.train.trainer import Trainer
 
@@ -173,6 +173,7 @@ def test_trainer_runs_rlgym_env_and_saves_a_checkpoint(tmp_path: Path) -> None:
 
 
 def test_yaml_selects_the_adapter(tmp_path: Path) -> None:
+    assert probe_dims(f"{HERE}:build_2v1") == (52 + 20 * 3, 90)
     yaml_file = tmp_path / "rlgym.yaml"
     yaml_file.write_text(
         f"env:\n  rlgym: '{HERE}:build_2v1'\n  num_arenas: 1\n  blue_size: 2\n  orange_size: 1\n"

@@ -637,6 +637,19 @@ def _copy_env(env: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- from a run config
+def probe_dims(spec: str) -> tuple[int, int]:
+    """``(obs_dim, num_actions)`` of the env a factory spec builds (one copy, built and closed).
+
+    What a run directory's compatibility check needs before the trainer exists: with ``env.rlgym``
+    set these come from the user's env, not from speedflip's observation settings.
+    """
+    vec = RLGymVecEnv.from_factory(spec, 1, seed_global_rngs=False)
+    try:
+        return vec.obs_dim, vec.num_actions
+    finally:
+        vec.close()
+
+
 def make_rlgym_vec_env(cfg: Config, seed: int) -> RLGymVecEnv:
     """The adapter for a run config with ``env.rlgym`` set; rejects settings it cannot honour."""
     env_cfg = cfg.env
@@ -685,4 +698,5 @@ __all__ = [
     "discrete_action_count",
     "load_factory",
     "make_rlgym_vec_env",
+    "probe_dims",
 ]
