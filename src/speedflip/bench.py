@@ -219,6 +219,20 @@ def _worker_pids(env: object) -> Callable[[], list[int]] | None:
     return pids
 
 
+class EnvOnly:
+    """Steps a trainer's env with random actions (no inference, no trainer work): the env's own cost."""
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer = trainer
+        self.rng = np.random.default_rng(0)
+
+    def step(self) -> int:
+        env = self.trainer.env
+        result = env.step(self.rng.integers(0, env.num_actions, env.num_agents))
+        self.trainer.obs = result.obs  # keep the trainer's rollout consistent
+        return int(env.num_agents)
+
+
 def _collect_once(trainer: Any) -> int:
     _, _, stats = trainer.collect()
     return int(stats.steps)
@@ -455,6 +469,7 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     m = {name: Measure(name) for name in (
         "physics", "physics_1thread", "collect_inprocess", "collect_multiprocess", "collect_inprocess_torch1",
         "collect_multiprocess_torch1", "rlgym", "rlgym_torch1", "rlgym_env_only", "collect_2x_arenas", "train",
+        "env_only_inprocess", "env_only_multiprocess",
     )}  # fmt: skip
     learn_seconds = 0.0
 
@@ -492,6 +507,8 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
             if rlgym is not None:
                 _run_for(per_round, partial(rlgym.step, True), m["rlgym"])
                 _run_for(per_round / 2, partial(rlgym.step, False), m["rlgym_env_only"])
+            _run_for(per_round / 2, EnvOnly(ip).step, m["env_only_inprocess"])
+            _run_for(per_round / 2, EnvOnly(mp).step, m["env_only_multiprocess"], _worker_pids(mp_env))
             if big is not None:
                 _run_for(per_round, partial(_collect_once, big), m["collect_2x_arenas"], _worker_pids(big.env))
             _run_for(per_round, iteration, m["train"], _worker_pids(trainer.env))
@@ -581,6 +598,10 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
         "rlgym_agent_sps": rl,
         "rlgym_agent_sps_torch1": (m["rlgym_torch1"].sps if torch1 else rl) if rlgym is not None else None,
         "rlgym_env_only_agent_sps": m["rlgym_env_only"].sps if rlgym is not None else None,
+        "env_only_agent_sps_by_backend": {
+            "inprocess": m["env_only_inprocess"].sps,
+            "multiprocess": m["env_only_multiprocess"].sps,
+        },
         "collect_agent_sps_2x_arenas": m["collect_2x_arenas"].sps if big is not None else None,
         "ratios_to_physics": {
             "collect": ratio(auto_collect.sps, phys),
@@ -653,6 +674,10 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         (f"train end to end ({r['auto_backend']})", r["train_agent_sps"], "train"),
         ("RLGym v2 loop + same inference", r["rlgym_agent_sps"], "rlgym"),
         ("RLGym v2 loop + same inference, torch 1 thread", r["rlgym_agent_sps_torch1"], "rlgym_torch1"),
+        ("speedflip env only (random actions): in-process", r["env_only_agent_sps_by_backend"]["inprocess"],
+         "env_only_inprocess"),
+        (f"speedflip env only (random actions): {workers} workers", r["env_only_agent_sps_by_backend"]["multiprocess"],
+         "env_only_multiprocess"),
         ("RLGym v2 loop, env only", r["rlgym_env_only_agent_sps"], "rlgym_env_only"),
         (f"collect with {2 * cfg['num_arenas']} arenas ({r['auto_backend']})", r["collect_agent_sps_2x_arenas"],
          "collect_2x_arenas"),
