@@ -8,6 +8,7 @@ from functools import partial
 import numpy as np
 import pytest
 
+from speedflip.collect.shared import EPISODE_FIELDS
 from speedflip.env import layout as L
 from speedflip.env.arenas import GameArrays
 from speedflip.env.episodes import EPISODE_METRICS, EpisodeTracker, episode_means, turtled_cars
@@ -237,3 +238,9 @@ def test_episode_means_without_data_are_none() -> None:
     means = episode_means([{**dict.fromkeys(EPISODE_METRICS, 0.0), "touches": 3.0}])
     assert means["touches"] == 3.0
     assert means["recovery_rate"] is None and means["ticks_to_recover"] is None
+
+
+def test_the_collector_carries_every_metric() -> None:
+    """The multi-process collector's shared-memory columns (spelled out so workers import no env code)."""
+    assert EPISODE_FIELDS[4:] == EPISODE_METRICS
+    assert EPISODE_FIELDS[:4] == ("return", "length_seconds", "touches_per_minute", "goal")
