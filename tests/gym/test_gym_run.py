@@ -137,3 +137,15 @@ def test_dqn_checkpoint_restores_replay_epsilon_and_target(tmp_path: Path) -> No
     assert len(d.replay) == 0 and d.replay.pos == 0 and d.global_step == 40
     c.close()
     d.close()
+
+
+def test_lunarlander_preset_runs_when_box2d_is_installed(tmp_path: Path) -> None:
+    pytest.importorskip("Box2D", reason="the box2d extra is not installed")
+    pytest.importorskip("pygame", reason="the box2d extra is not installed")
+    cfg, _, _ = resolve_train_config("lunarlander-ppo", None, [], None, None)
+    assert cfg.gym.env_id == "LunarLander-v3" and cfg.gym.success == "return" and cfg.gym.solved_return == 200
+    run = tmp_path / "ll"
+    small = ["gym.num_envs=2", "ppo.num_steps=128", "run.total_steps=256", "gym.eval_interval_steps=0"]
+    sets = [arg for key in small for arg in ("--set", key)]
+    assert main(["train", "--preset", "lunarlander-ppo", "--run-dir", str(run), *FAST, *sets]) == 0
+    assert (run / "checkpoints" / "256").is_dir()

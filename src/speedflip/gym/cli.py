@@ -25,6 +25,22 @@ def parse_env_arg(text: str) -> str | None:
     return text[4:]
 
 
+def require_gymnasium() -> None:
+    """Raise a :class:`GymEnvError` saying how to install Gymnasium when it is missing or too old."""
+    try:
+        import gymnasium
+    except ImportError:
+        raise GymEnvError(
+            "Gymnasium runs need the gymnasium package: pip install 'speedflip[gym]' (or pip install 'gymnasium>=1.1')"
+        ) from None
+    major, minor = (int(part) for part in gymnasium.__version__.split(".")[:2])
+    if (major, minor) < (1, 1):
+        raise GymEnvError(
+            f"gymnasium {gymnasium.__version__} is too old for speedflip's vector envs (same-step autoreset): "
+            "pip install 'gymnasium>=1.1'"
+        )
+
+
 def resolve_train_config(
     preset: str | None, config_file: str | None, overrides: list[str], env: str | None, algo: str | None
 ) -> tuple[Config, str, list[str]]:
@@ -42,6 +58,7 @@ def resolve_train_config(
     if env is not None and env_id is None:
         extra.append("gym.env_id=null")
     if env_id is not None:
+        require_gymnasium()
         from speedflip.gym.envs import check_env_id
 
         check_env_id(env_id)
