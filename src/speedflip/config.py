@@ -217,7 +217,7 @@ class RunConfig(_Strict):
         "cores, multiprocess from 4; see docs/performance.md)",
     )
     num_workers: int = Field(
-        0, ge=0, description="worker processes of the multiprocess collector; 0 = auto (cores - 1)"
+        0, ge=0, description="worker processes of the multiprocess collector; 0 = auto (one per CPU core)"
     )
     owner: str = Field(default_factory=lambda: _os_user())
     tensorboard: bool = True

@@ -323,6 +323,8 @@ def test_config_conflicts_are_refused() -> None:
         make_vec_env(
             _config().model_copy(update={"run": _config().run.model_copy(update={"collector": "multiprocess"})})
         )
+    with pytest.raises(RLGymAdapterError, match="action_form"):
+        make_vec_env(_config(action_form="continuous"))
     phases = [{"name": "a", "rewards": {"touch": 1.0}}]
     with pytest.raises(RLGymAdapterError, match="reward_phases"):
         make_vec_env(_config(reward_phases=phases))

@@ -670,10 +670,16 @@ def make_rlgym_vec_env(cfg: Config, seed: int) -> RLGymVecEnv:
         raise RLGymAdapterError(
             "env.reward_phases do not apply with env.rlgym (the rewards are your RLGym RewardFunction); remove them"
         )
-    if env_cfg.mechanics_share > 0:
+    settings = env_cfg.model_dump()  # newer keys read by name: other parts of the config grow concurrently
+    if settings.get("mechanics_share", 0) > 0:
         raise RLGymAdapterError(
             "env.mechanics_share does not apply with env.rlgym (starting states come from your StateMutator); set it "
             "to 0"
+        )
+    if settings.get("action_form", "table") != "table" or settings.get("action_masking", False):
+        raise RLGymAdapterError(
+            "with env.rlgym the actions are your ActionParser's discrete indices: use env.action_form 'table' and "
+            "env.action_masking false"
         )
     vec = RLGymVecEnv.from_factory(spec, env_cfg.num_arenas, seed=seed)
     blue = int((vec.car_teams == L.BLUE).sum())
