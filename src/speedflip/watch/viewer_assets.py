@@ -527,26 +527,28 @@ VIEWER_JS = r"""
         if (car.flags & 1) return;  // demolished
         const color = car.team === 0 ? COLORS.blue : COLORS.orange;
         const [fw, rt, up] = car.axes;
-        const off = F.car_offset, size = F.car_size;
+        // far away (overview cameras) cars are drawn up to 2.2x larger so they stay visible
+        const k = Math.min(2.2, Math.max(1, cam.toView(car.pos)[2] / 5000));
+        const off = mul(F.car_offset, k), size = mul(F.car_size, k);
         const center = add(car.pos, add(mul(fw, off[0]), mul(up, off[2])));
         const body = boxFaces(center, car.axes, [size[0] / 2, size[1] / 2, size[2] / 2]);
-        const cabinCenter = add(center, add(mul(fw, -14), mul(up, size[2] / 2 + 12)));
-        const cabin = boxFaces(cabinCenter, car.axes, [34, size[1] / 2 - 8, 12]);
-        for (const [faces, k] of [[body, 1], [cabin, 0.75]]) {
+        const cabinCenter = add(center, add(mul(fw, -14 * k), mul(up, size[2] / 2 + 12 * k)));
+        const cabin = boxFaces(cabinCenter, car.axes, [34 * k, size[1] / 2 - 8 * k, 12 * k]);
+        for (const [faces, tone] of [[body, 1], [cabin, 0.75]]) {
           for (const face of faces) {
             const c0 = face.p.reduce((s, p) => add(s, mul(p, 0.25)), [0, 0, 0]);
             if (dot(face.n, sub(cam.eye, c0)) <= 0) continue;
-            pushPoly(face.p, rgb(color, face.shade * k), "rgba(0,0,0,0.35)");
+            pushPoly(face.p, rgb(color, face.shade * tone), "rgba(0,0,0,0.35)");
           }
         }
         if (car.flags & 4) {  // boosting: a flame out of the back
           const back = add(center, mul(fw, -size[0] / 2));
-          const tip = add(back, mul(fw, -150));
-          pushPoly([add(back, mul(rt, -18)), add(back, mul(up, 14)), add(back, mul(rt, 18)), tip],
+          const tip = add(back, mul(fw, -150 * k));
+          pushPoly([add(back, mul(rt, -18 * k)), add(back, mul(up, 14 * k)), add(back, mul(rt, 18 * k)), tip],
             "rgba(255,200,60,0.9)", "rgba(255,90,20,0.9)");
         }
         if (this.mode === "car" + n) return;
-        const label = add(car.pos, [0, 0, 150]);
+        const label = add(car.pos, [0, 0, 150 * k]);
         const v = cam.toView(label);
         items.push({ depth: v[2] - 1, draw: () => {
           if (v[2] < NEAR) return;
@@ -559,7 +561,8 @@ VIEWER_JS = r"""
       const ballView = cam.toView(st.ball);
       items.push({ depth: ballView[2], draw: () => {
         if (ballView[2] < NEAR) return;
-        const s = cam.project(ballView), r = cam.focal * F.ball_radius / ballView[2];
+        const grow = Math.min(2.2, Math.max(1, ballView[2] / 5000));
+        const s = cam.project(ballView), r = cam.focal * F.ball_radius * grow / ballView[2];
         const g = ctx.createRadialGradient(s[0] - r * 0.35, s[1] - r * 0.35, r * 0.1, s[0], s[1], r);
         g.addColorStop(0, "#ffffff"); g.addColorStop(1, "#9aa3ad");
         ctx.beginPath(); ctx.arc(s[0], s[1], Math.max(1, r), 0, 2 * Math.PI);
