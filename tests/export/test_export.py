@@ -170,6 +170,51 @@ def test_packet_to_arrays_matches_rocketsim(bot_1v1: Path) -> None:
         env.close()
 
 
+def test_packet_path_parity(run_1v1: Path, bot_1v1: Path) -> None:
+    """A RocketSim match sent as RLBot v5 packets through rlgym-compat and the bot: training's observations
+    (to float precision: packets carry Euler angles) and the same actions."""
+    pytest.importorskip("rlbot")
+    compat = pytest.importorskip("rlgym_compat")
+    from speedflip.env.vec_env import RocketLeagueVecEnv
+    from speedflip.selfplay.match import match_env_config
+    from speedflip.selfplay.policies import NeuralPolicy
+
+    bundle = load_bundle(bot_1v1)
+    src = read_source(str(run_1v1))
+    env = RocketLeagueVecEnv(match_env_config(1, 1, 300.0, obs_options=src.obs_options), seed=4)
+    policy = NeuralPolicy(src.checkpoint, env.obs_dim, env.num_actions, deterministic=True)
+    agents = [bundle.agent.SpeedflipAgent(bot_1v1, backend="numpy") for _ in range(env.num_cars)]
+    pad_order = np.random.default_rng(1).permutation(34)
+    agree = total = 0
+    max_diff = 0.0
+    try:
+        obs = env.reset()
+        game_state = None
+        for t in range(250):
+            field, packet = _packet_state(env.arenas.arenas[0], pad_order, 8 * (t + 1))
+            if game_state is None:
+                game_state = compat.GameState.create_compat_game_state(field)
+            game_state.update(packet)
+            arrays, order, blue, orange = bundle.convert.compat_to_arrays(game_state)
+            ids = [int(c.id) for c in env.arenas.cars[0]]
+            actions = policy.act(obs, env.state, env.car_teams)
+            for c, agent in enumerate(agents):
+                row = order.index(ids[c])
+                observe = agent.observe_reset if t == 0 else agent.observe_step
+                got = observe(arrays, row, blue, orange)
+                max_diff = max(max_diff, float(np.abs(got - obs[c]).max()))
+                agree += agent.act(got) == int(actions[c])
+                total += 1
+                agent.prev_controls = env.actions.table[actions[c]].copy()  # stay in step with training
+            result = env.step(actions)
+            assert not (result.terminated | result.truncated).any()
+            obs = result.obs
+    finally:
+        env.close()
+    assert max_diff < 1e-4, max_diff
+    assert agree / total >= 0.98, f"{agree}/{total} actions agree"
+
+
 def test_onnx_and_torchscript_match_the_bot(run_1v1: Path, bot_1v1: Path, tmp_path: Path) -> None:
     import torch
 
