@@ -25,8 +25,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import gymnasium as gym
 import numpy as np
+
+try:
+    import gymnasium as gym
+except ModuleNotFoundError as err:  # an optional extra; say which
+    raise ModuleNotFoundError(
+        "speedflip's Gymnasium/PettingZoo faces need gymnasium: pip install 'speedflip[faces]'"
+    ) from err
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 from pydantic import ValidationError
