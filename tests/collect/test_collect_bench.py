@@ -41,7 +41,7 @@ def test_instrument_times_one_object_and_counts_nested_calls_once() -> None:
 @pytest.mark.timeout(120)
 def test_tiny_bench_measures_everything(tmp_path: Path) -> None:
     small = ["ppo.num_steps=8", "ppo.policy_layers=[32]", "ppo.critic_layers=[32]"]
-    opts = BenchOptions(seconds=0.3, arenas=2, rounds=1, overrides=small)
+    opts = BenchOptions(seconds=0.05, arenas=2, rounds=1, overrides=small)
     console = Console(record=True, width=140)
     results = run_bench(opts, console)
     for key in ("physics_agent_sps", "collect_agent_sps", "train_agent_sps", "rlgym_agent_sps"):
