@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tomllib
 
 from speedflip.cli import main
 from speedflip.export.exporter import read_source
@@ -29,6 +28,7 @@ def test_bot_folder_contents(bot_1v1: Path) -> None:
         assert (bot_1v1 / name).is_file(), name
     for name in ("obs.py", "layout.py", "normalize.py", "agent.py", "convert.py", "policy.py", "controls.py"):
         assert (bot_1v1 / "speedflip_runtime" / name).is_file(), name
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     toml = tomllib.loads((bot_1v1 / "bot.toml").read_text())
     assert toml["settings"]["agent_id"] == "speedflip/tiny-bot" and toml["settings"]["name"] == "Tiny Bot"
     assert "bot.py" in toml["settings"]["run_command_linux"]
@@ -289,3 +289,13 @@ def test_bad_export_arguments(
     argv = [str(run_1v1) if a == "RUN" else a for a in argv]
     assert main(argv) == 2
     assert message in " ".join(capsys.readouterr().err.split())
+
+
+def test_onnx_without_the_onnx_package_says_how_to_get_it(
+    run_1v1: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import speedflip.export.exporter as exporter
+
+    monkeypatch.setattr(exporter, "onnx_available", lambda: (False, "the onnx package is not installed: pip install x"))
+    assert main(["export", str(run_1v1), "--onnx", str(tmp_path / "p.onnx")]) == 2
+    assert "--onnx: the onnx package is not installed" in " ".join(capsys.readouterr().err.split())

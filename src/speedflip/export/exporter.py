@@ -327,9 +327,9 @@ def export_rlbot(src: Source, out_dir: Path, force: bool, name: str | None, chec
     try:
         tmp.mkdir()
         write_runtime(tmp)
-        from speedflip.export.runtime import bot as bot_module
-
-        bot_source = rewrite_imports(inspect.getsource(bot_module), "bot.py", absolute=True)
+        # read, not imported: bot.py imports rlbot, which only the bot's own environment needs
+        bot_text = (Path(__file__).resolve().parent / "runtime" / "bot.py").read_text()
+        bot_source = rewrite_imports(bot_text, "bot.py", absolute=True)
         (tmp / "bot.py").write_text(bot_source.replace("__AGENT_ID__", agent_id.split("/", 1)[1]))
         tensors: dict[str, Array] = {k: v.astype(np.float32) for k, v in src.policy.items()}
         tensors.update({f"obs_rms.{k}": np.asarray(v, np.float64).reshape(-1) for k, v in src.obs_rms.items()})
