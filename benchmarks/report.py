@@ -56,6 +56,8 @@ def bench_tables(paths: list[Path]) -> str:
         "collect_inprocess_torch1")  # fmt: skip
     row("collect, workers, torch 1 thread", lambda r: r["collect_agent_sps_torch1_by_backend"]["multiprocess"],
         "collect_multiprocess_torch1")  # fmt: skip
+    row("collect, pipelined worker groups (not used by the trainer yet)", lambda r: r["collect_agent_sps_pipelined"],
+        "collect_pipelined")  # fmt: skip
     row("collect at twice the arenas (auto backend)", lambda r: r["collect_agent_sps_2x_arenas"], "collect_2x_arenas")
     row("**train** end to end (auto backend)", lambda r: r["train_agent_sps"], "train")
     row("RLGym v2 loop + same inference", lambda r: r["rlgym_agent_sps"], "rlgym")

@@ -233,6 +233,62 @@ class EnvOnly:
         return int(env.num_agents)
 
 
+class PipelinedLoop:
+    """Collection with inference overlapped with physics: two groups of worker processes.
+
+    While group A's workers simulate, the parent normalises B's observations and runs the policy for
+    B, and the other way round. Each group has ``cores - 1`` workers, so the workers that run plus the
+    parent's one inference thread fill the machine. This is the loop a trainer could use with
+    :meth:`MultiProcessVecEnv.step_async`; ``Trainer.collect`` does not (yet): it is measured here
+    to show what it would gain.
+    """
+
+    def __init__(self, cfg: Config) -> None:
+        from speedflip.algos.normalize import RunningMeanStd
+
+        cores = os.cpu_count() or 1
+        half = cfg.env.num_arenas // 2
+        if half < 1:
+            raise ValueError("pipelined collection needs at least 2 arenas")
+        sizes = (half, cfg.env.num_arenas - half)
+        self.groups = [
+            MultiProcessVecEnv(cfg.env.model_copy(update={"num_arenas": k}), seed=cfg.run.seed + i,
+                               num_workers=max(1, cores - 1))
+            for i, k in enumerate(sizes)
+        ]  # fmt: skip
+        first = self.groups[0]
+        self.model = ActorCritic(first.obs_dim, first.num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers)
+        self.obs_rms = RunningMeanStd((first.obs_dim,))
+        self.obs = [g.reset() for g in self.groups]
+        self.started = False
+
+    @torch.no_grad()
+    def _launch(self, i: int) -> None:
+        obs = torch.as_tensor(self.obs_rms.normalize(self.obs[i]), dtype=torch.float32)
+        actions, _log_probs, _values = self.model.act(obs)
+        self.groups[i].step_async(actions.numpy())
+
+    def step(self) -> int:
+        """One step of every agent (both groups); returns the agent steps done."""
+        if not self.started:
+            self._launch(0)
+            self._launch(1)
+            self.started = True
+        done = 0
+        for i, group in enumerate(self.groups):
+            self.obs[i] = group.step_wait().obs
+            self._launch(i)
+            done += group.num_agents
+        return done
+
+    def pids(self) -> list[int]:
+        return [p for g in self.groups for p in g.pids if p is not None]
+
+    def close(self) -> None:
+        for group in self.groups:
+            group.close()
+
+
 def _collect_once(trainer: Any) -> int:
     _, _, stats = trainer.collect()
     return int(stats.steps)
@@ -451,6 +507,7 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     instrument(mp_env, "step", "env_step", mp_watch)
     instrument(mp.model, "act", "inference", mp_watch)
     instrument(mp.model, "value", "inference", mp_watch)
+    pipelined = PipelinedLoop(cfg) if K >= 2 else None
     trainer = Trainer(cfg)  # what `speedflip train` would build
     big = Trainer(_with_arenas(cfg, 2 * K)) if opts.scaling else None
 
@@ -469,7 +526,7 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     m = {name: Measure(name) for name in (
         "physics", "physics_1thread", "collect_inprocess", "collect_multiprocess", "collect_inprocess_torch1",
         "collect_multiprocess_torch1", "rlgym", "rlgym_torch1", "rlgym_env_only", "collect_2x_arenas", "train",
-        "env_only_inprocess", "env_only_multiprocess",
+        "env_only_inprocess", "env_only_multiprocess", "collect_pipelined",
     )}  # fmt: skip
     learn_seconds = 0.0
 
@@ -504,6 +561,10 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
                 if rlgym is not None:
                     _run_for(per_round, partial(rlgym.step, True), m["rlgym_torch1"])
                 torch.set_num_threads(torch_threads)
+            if pipelined is not None:
+                torch.set_num_threads(1)
+                _run_for(per_round, pipelined.step, m["collect_pipelined"], pipelined.pids)
+                torch.set_num_threads(torch_threads)
             if rlgym is not None:
                 _run_for(per_round, partial(rlgym.step, True), m["rlgym"])
                 _run_for(per_round / 2, partial(rlgym.step, False), m["rlgym_env_only"])
@@ -515,7 +576,7 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
         worker_pss = [pss_bytes(pid) for pid in mp_env.pids if pid is not None]
     finally:
         torch.set_num_threads(torch_threads)
-        for closable in (physics, physics_1t, ip, mp, trainer, big, rlgym):
+        for closable in (physics, physics_1t, ip, mp, trainer, big, rlgym, pipelined):
             if closable is not None:
                 closable.close()
 
@@ -593,6 +654,7 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
             "inprocess": m["collect_inprocess_torch1"].sps if torch1 else m["collect_inprocess"].sps,
             "multiprocess": m["collect_multiprocess_torch1"].sps if torch1 else m["collect_multiprocess"].sps,
         },
+        "collect_agent_sps_pipelined": m["collect_pipelined"].sps if pipelined is not None else None,
         "train_agent_sps": m["train"].sps,
         "train_learn_seconds": learn_seconds,
         "rlgym_agent_sps": rl,
@@ -608,6 +670,7 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
             "collect_inprocess": ratio(m["collect_inprocess"].sps, phys),
             "collect_multiprocess": ratio(m["collect_multiprocess"].sps, phys),
             "train": ratio(m["train"].sps, phys),
+            "collect_pipelined": ratio(m["collect_pipelined"].sps, phys) if pipelined is not None else None,
             "rlgym": ratio(rl, phys),
         },
         "collect_vs_rlgym": ratio(auto_collect.sps, rl),
@@ -671,6 +734,8 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         (f"collect: {workers} worker processes", by_backend["multiprocess"], "collect_multiprocess"),
         ("collect: in-process threads, torch 1 thread", torch1["inprocess"], "collect_inprocess_torch1"),
         (f"collect: {workers} worker processes, torch 1 thread", torch1["multiprocess"], "collect_multiprocess_torch1"),
+        ("collect: pipelined worker groups (not used by the trainer yet)", r["collect_agent_sps_pipelined"],
+         "collect_pipelined"),
         (f"train end to end ({r['auto_backend']})", r["train_agent_sps"], "train"),
         ("RLGym v2 loop + same inference", r["rlgym_agent_sps"], "rlgym"),
         ("RLGym v2 loop + same inference, torch 1 thread", r["rlgym_agent_sps_torch1"], "rlgym_torch1"),

@@ -48,6 +48,7 @@ def test_tiny_bench_measures_everything(tmp_path: Path) -> None:
         assert results[key] > 0, key
     assert results["collect_agent_sps_by_backend"]["inprocess"] > 0
     assert results["collect_agent_sps_by_backend"]["multiprocess"] > 0
+    assert results["collect_agent_sps_pipelined"] > 0
     assert results["ratios_to_physics"]["collect"] > 0
     parts = results["breakdown_ms_per_1000_agent_steps"]["inprocess"]
     assert {"physics", "obs", "reward", "inference", "learn"} <= set(parts)

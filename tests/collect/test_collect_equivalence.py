@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from speedflip.collect.multiprocess import MultiProcessVecEnv
+from speedflip.collect.multiprocess import CollectorError, MultiProcessVecEnv
 from speedflip.config import EnvConfig
 from speedflip.env.vec_env import RocketLeagueVecEnv, StepResult
 
@@ -134,3 +134,27 @@ def test_worker_slice_uses_the_global_arena_streams() -> None:
     finally:
         whole.close()
         part.close()
+
+
+def test_step_async_then_wait_is_step() -> None:
+    cfg = short_episodes(num_arenas=2)
+    a = MultiProcessVecEnv(cfg, seed=2, num_workers=1)
+    b = MultiProcessVecEnv(cfg, seed=2, num_workers=2)
+    try:
+        assert np.array_equal(a.reset(), b.reset())
+        rng = np.random.default_rng(1)
+        for t in range(20):
+            actions = rng.integers(0, a.num_actions, a.num_agents)
+            a.step_async(actions)
+            assert_same(a.step_wait(), b.step(actions), t)
+        a.step_async(np.zeros(a.num_agents, np.int64))
+        with pytest.raises(CollectorError, match="step_async called twice"):
+            a.step_async(np.zeros(a.num_agents, np.int64))
+        with pytest.raises(CollectorError, match="pending"):
+            a.get_rng_state()
+        a.step_wait()
+        with pytest.raises(CollectorError, match="without step_async"):
+            a.step_wait()
+    finally:
+        a.close()
+        b.close()

@@ -212,6 +212,7 @@ class MultiProcessVecEnv:
         self.shm_name = ""  # the shared block's name (for diagnostics)
         self._buf: SharedArrays | None = None
         self._closed = False
+        self._stepping = False  # a step_async awaits its step_wait
         self._res = _Resources()
         self._finalizer = weakref.finalize(self, _shutdown, self._res)
         try:
@@ -359,6 +360,8 @@ class MultiProcessVecEnv:
         return reply[1:]
 
     def _command(self, message: bytes, what: str) -> list[bytes]:
+        if self._stepping:
+            raise CollectorError(f"'{what}' while a step_async is pending: call step_wait first")
         self._send_all(message)
         return self._wait_all(self.timeout, what)
 
@@ -371,11 +374,32 @@ class MultiProcessVecEnv:
 
     def step(self, actions: Array) -> StepResult:
         """One decision for every agent, ``tick_skip`` physics ticks in every arena (all workers)."""
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: Array) -> None:
+        """Hand the actions to the workers and return at once; :meth:`step_wait` collects the result.
+
+        Between the two calls the parent is free, e.g. to run inference for another collector's
+        agents while these workers simulate (pipelined collection); no other command may be sent.
+        """
         buf = self._buf
         if buf is None:
             raise CollectorError("the collector is closed")
+        if self._stepping:
+            raise CollectorError("step_async called twice without step_wait")
         buf.actions[:] = self.actions.check(actions, self.num_agents)
-        self._command(CMD_STEP, "step")
+        self._send_all(CMD_STEP)
+        self._stepping = True
+
+    def step_wait(self) -> StepResult:
+        """Wait for the step started by :meth:`step_async`; returns what :meth:`step` returns."""
+        if not self._stepping:
+            raise CollectorError("step_wait called without step_async")
+        self._stepping = False
+        self._wait_all(self.timeout, "step")
+        buf = self._buf
+        assert buf is not None
         episodes: list[dict[str, float]] = []
         if buf.episode_done.any():
             for row in buf.episode_stats[buf.episode_done].tolist():
