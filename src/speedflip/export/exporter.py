@@ -338,7 +338,9 @@ def export_rlbot(src: Source, out_dir: Path, force: bool, name: str | None, chec
         (tmp / "requirements.txt").write_text(
             "\n".join(REQUIREMENTS) + "\n# optional: torch (exact training arithmetic)\n"
         )
-        recording = record_match(src.checkpoint, src.obs_options, src.team_size, steps=check_steps)
+        # the bot keeps teammate/opponent slots in order (a run trained with shuffle_slots learned any order)
+        options = {**src.obs_options, "shuffle_slots": False}
+        recording = record_match(src.checkpoint, options, src.team_size, steps=check_steps)
         result = replay_through_bot(tmp, recording)
         if result.obs_mismatches:
             raise ExportError(f"the exported bot does not reproduce training's observations: {result.summary()}")
