@@ -74,7 +74,9 @@ class _Precomputed:
     def __init__(self, log_probs: torch.Tensor, entropy: torch.Tensor, values: torch.Tensor) -> None:
         self.outputs = (log_probs, entropy, values)
 
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def evaluate(
+        self, obs: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return self.outputs
 
 
