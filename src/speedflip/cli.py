@@ -13,6 +13,7 @@ from rich.text import Text
 from speedflip import __version__
 from speedflip.config import ConfigError, preset_names
 from speedflip.device import DeviceError
+from speedflip.doctor import StartupCheckError
 from speedflip.env.actions import ActionError
 from speedflip.env.sim import SimSetupError
 from speedflip.export.errors import ExportError
@@ -25,7 +26,7 @@ from speedflip.watch.errors import ReplayError
 
 USER_ERRORS = (
     ConfigError, RunDirError, CheckpointError, SimSetupError, ActionError, LeagueError, UserBotError, GymEnvError,
-    DeviceError, ReplayError, ExportError)  # fmt: skip
+    DeviceError, ReplayError, ExportError, StartupCheckError)  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:
