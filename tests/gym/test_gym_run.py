@@ -149,3 +149,21 @@ def test_lunarlander_preset_runs_when_box2d_is_installed(tmp_path: Path) -> None
     sets = [arg for key in small for arg in ("--set", key)]
     assert main(["train", "--preset", "lunarlander-ppo", "--run-dir", str(run), *FAST, *sets]) == 0
     assert (run / "checkpoints" / "256").is_dir()
+
+
+def test_one_argument_eval_of_a_rocket_league_player_plays_the_rule_bot(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import speedflip.selfplay.evaluate as rl_eval
+
+    calls: list[tuple[str, str]] = []
+
+    def fake_run_eval(a: str, b: str, *rest: object) -> int:
+        calls.append((a, b))
+        return 0
+
+    monkeypatch.setattr(rl_eval, "run_eval", fake_run_eval)
+    assert main(["eval", "random"]) == 0
+    assert main(["eval", "random", "idle"]) == 0
+    assert calls == [("random", "rule"), ("random", "idle")]
+    assert "plays the rule bot" in capsys.readouterr().out

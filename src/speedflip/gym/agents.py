@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import os
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -186,7 +187,7 @@ class EpisodeTracker:
         return out
 
 
-class GymLearner:
+class GymLearner(ABC):
     """Shared state and plumbing of the gym learners (env, device, RNGs, counters, checkpoints)."""
 
     model: torch.nn.Module
@@ -232,13 +233,13 @@ class GymLearner:
         self.global_step += self.num_envs
         return np.asarray(rewards, np.float32), terminated, truncated, final
 
+    @abstractmethod
     def iterate(self) -> dict[str, Any]:
         """Collect and update once; returns the metrics record of this iteration."""
-        raise NotImplementedError
 
+    @abstractmethod
     def policy(self) -> Policy:
         """The current policy for evaluation (shares the live networks)."""
-        raise NotImplementedError
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.model.parameters())

@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from speedflip.config import Config, GymConfig, build_config
+from speedflip.gym.agents import Policy, policy_from_checkpoint
 from speedflip.gym.envs import SpaceInfo, encode_obs, make_vec_env, max_episode_steps, reward_threshold, space_info
 from speedflip.train.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, verify_checkpoint
 from speedflip.train.jsonsafe import dumps
@@ -37,7 +39,7 @@ class Episodes:
 def run_episodes(
     env_id: str,
     env_kwargs: dict[str, Any],
-    policy: Any,
+    policy: Policy,
     episodes: int,
     num_envs: int,
     seed: int,
@@ -232,10 +234,6 @@ def evaluate_checkpoint(
     path: Path, episodes: int, deterministic: bool, seed: int, num_envs: int = 8
 ) -> tuple[EvalSummary, Config]:
     """Load a gym checkpoint and play ``episodes`` episodes with it."""
-    import torch
-
-    from speedflip.gym.agents import policy_from_checkpoint
-
     cfg = checkpoint_config(path)
     if cfg is None or cfg.gym.env_id is None:
         raise CheckpointError(f"{path} is not a checkpoint of a Gymnasium run")
