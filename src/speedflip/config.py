@@ -28,6 +28,23 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class ActionTableConfig(_Strict):
+    """A lookup table built from bins (see :func:`speedflip.env.action_forms.build_table`)."""
+
+    throttle: list[float] = Field(default_factory=lambda: [-1.0, 0.0, 1.0])
+    steer: list[float] = Field(default_factory=lambda: [-1.0, -0.5, 0.0, 0.5, 1.0])
+    torque: list[float] = Field(default_factory=lambda: [-1.0, 0.0, 1.0], description="pitch/yaw/roll bins")
+    flips: bool = True
+    stalls: bool = False
+
+    @field_validator("throttle", "steer", "torque")
+    @classmethod
+    def _bins(cls, v: list[float]) -> list[float]:
+        if not v or any(not -1.0 <= x <= 1.0 for x in v) or 0.0 not in v:
+            raise ValueError("bins must be values in [-1, 1] and include 0 (the neutral control)")
+        return sorted(set(v))
+
+
 class RewardPhase(_Strict):
     """A named reward weight set; the next phase starts at ``until_steps`` or when ``until_metric``
     (a metrics.jsonl key such as ``charts/touches_per_minute``) reaches ``until_value``."""
@@ -109,6 +126,12 @@ class EnvConfig(_Strict):
     frame_stack: int = Field(1, ge=1, le=4, description="observations of the last N steps, concatenated")
     nearest_pads: int = Field(4, ge=0, le=34, description="advanced obs: boost pads nearest to car and to ball")
     shuffle_slots: bool = Field(False, description="advanced obs: shuffle teammate/opponent slots every step")
+    action_form: Literal["table", "continuous", "multi_discrete"] = Field(
+        "table", description="table: lookup-table index; continuous: 8 raw controls; multi_discrete: per-control bins"
+    )
+    action_table: ActionTableConfig | None = Field(None, description="build the lookup table from bins instead")
+    action_bins: int = Field(5, ge=2, le=11, description="multi_discrete: bins per analog control")
+    action_masking: bool = Field(False, description="table form: mask actions that cannot act in the state")
     reward_mode: Literal["sparse", "dense", "hybrid"] = Field(
         "hybrid", description="sparse: event components only; dense: shaping only; hybrid: both"
     )
@@ -397,6 +420,20 @@ class Config(_Strict):
                 f"ppo.num_steps ({self.ppo.num_steps}) must be a multiple of recurrent.sequence_length "
                 f"({self.recurrent.sequence_length}): rollouts are cut into whole sequences"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _forms_fit(self) -> Config:
+        uses_pool = self.selfplay.opponent_share > 0 or (
+            self.curriculum.enabled and any(s.opponent_share > 0 for s in self.curriculum.stages)
+        )
+        if self.env.action_form != "table" and uses_pool:
+            raise ValueError(
+                f"env.action_form={self.env.action_form} cannot play against the opponent pool yet (pool players "
+                "pick lookup-table rows); use action_form=table or set selfplay.opponent_share=0"
+            )
+        if self.env.action_masking and self.env.action_form != "table":
+            raise ValueError("env.action_masking applies to the lookup-table form only (action_form=table)")
         return self
 
     @property

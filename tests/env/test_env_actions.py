@@ -157,13 +157,20 @@ def test_validate_table_requires_both_directions(col: int, sign: float) -> None:
 
 
 def test_minimal_valid_table() -> None:
-    """A two-row table that can do everything both ways is accepted and summarised."""
+    """A three-row table that can do everything both ways, with a neutral row, is accepted and summarised."""
     table = np.array(
-        [[1, 1, 1, 1, 1, 1, 1, 1], [-1, -1, -1, -1, -1, 0, 0, 0]],
+        [[1, 1, 1, 1, 1, 1, 1, 1], [-1, -1, -1, -1, -1, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0]],
         np.float32,
     )
     cov = LookupTableAction(table).coverage
-    assert cov.num_actions == 2
-    assert not cov.has_neutral
+    assert cov.num_actions == 3
+    assert cov.has_neutral
     assert cov.num_flips == 1
-    assert "2 actions" in cov.summary()
+    assert "3 actions" in cov.summary()
+
+
+def test_table_without_neutral_row_is_refused() -> None:
+    """A bot must be able to do nothing: a table without an all-zero row is an error that says so."""
+    table = np.array([[1, 1, 1, 1, 1, 1, 1, 1], [-1, -1, -1, -1, -1, 0, 0, 0]], np.float32)
+    with pytest.raises(ActionError, match="no neutral row"):
+        validate_table(table)

@@ -56,6 +56,7 @@ class Batch:
     values: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
+    masks: torch.Tensor | None = None  # [B, A] bool action masks (table form with masking)
 
     def __len__(self) -> int:
         return int(self.actions.shape[0])
@@ -65,7 +66,10 @@ def ppo_losses(
     model: ActorCritic, batch: Batch, idx: torch.Tensor, cfg: PPOConfig
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The PPO loss on the rows ``idx`` of ``batch`` and its parts (for logging and tests)."""
-    new_log_probs, entropy, new_values = model.evaluate(batch.obs[idx], batch.actions[idx])
+    if batch.masks is None:
+        new_log_probs, entropy, new_values = model.evaluate(batch.obs[idx], batch.actions[idx])
+    else:
+        new_log_probs, entropy, new_values = model.evaluate(batch.obs[idx], batch.actions[idx], batch.masks[idx])
     log_ratio = new_log_probs - batch.log_probs[idx]
     ratio = log_ratio.exp()
     advantages = batch.advantages[idx]

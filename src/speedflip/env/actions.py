@@ -101,6 +101,11 @@ def validate_table(table: Array) -> TableCoverage:
                 f"{CONTROL_NAMES[col]} > 0 and < 0 for full coverage"
             )
 
+    if not np.any(np.all(table == 0.0, axis=1)):
+        raise ActionError(
+            "action table has no neutral row (all eight controls 0): a bot must be able to do nothing; add one"
+        )
+
     def uniq(col: int) -> tuple[float, ...]:
         return tuple(float(v) for v in np.unique(table[:, col]))
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch import nn
-from torch.distributions import Categorical
+
+from speedflip.models.heads import make_head
 
 
 def layer_init(layer: nn.Linear, gain: float = float(np.sqrt(2)), bias: float = 0.0) -> nn.Linear:
@@ -26,30 +27,48 @@ def mlp(in_dim: int, hidden: list[int], out_dim: int, out_gain: float) -> nn.Seq
 
 
 class ActorCritic(nn.Module):
-    """A policy MLP (logits over the action table) and a separate critic MLP (state value)."""
+    """A policy MLP feeding a policy head (see :mod:`speedflip.models.heads`) and a separate critic MLP.
 
-    def __init__(self, obs_dim: int, num_actions: int, policy_layers: list[int], critic_layers: list[int]) -> None:
+    ``head="categorical"`` (default): logits over the action table; ``gaussian``: 8 continuous
+    controls; ``multi_discrete``: per-control bins plus buttons.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        num_actions: int,
+        policy_layers: list[int],
+        critic_layers: list[int],
+        head: str = "categorical",
+        bins: int = 5,
+    ) -> None:
         super().__init__()
         self.obs_dim = obs_dim
         self.num_actions = num_actions
-        self.policy = mlp(obs_dim, policy_layers, num_actions, out_gain=0.01)
+        self.head_kind = head
+        self.head = make_head(head, num_actions, bins)
+        self.policy = mlp(obs_dim, policy_layers, self.head.out_dim, out_gain=0.01)
         self.critic = mlp(obs_dim, critic_layers, 1, out_gain=1.0)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         value: torch.Tensor = self.critic(obs)
         return value.squeeze(-1)
 
-    def act(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def act(
+        self, obs: torch.Tensor, deterministic: bool = False, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample actions; returns ``(actions, log_probs, values)``."""
-        logits = self.policy(obs)
-        dist = Categorical(logits=logits)
-        actions = logits.argmax(-1) if deterministic else dist.sample()
-        return actions, dist.log_prob(actions), self.value(obs)
+        params = self.policy(obs)
+        actions = self.head.sample(params, mask, deterministic)
+        log_prob, _ = self.head.log_prob_entropy(params, actions, mask)
+        return actions, log_prob, self.value(obs)
 
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def evaluate(
+        self, obs: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Log-probabilities and entropy of ``actions`` and the values; ``(log_probs, entropy, values)``."""
-        dist = Categorical(logits=self.policy(obs))
-        return dist.log_prob(actions), dist.entropy(), self.value(obs)
+        log_prob, entropy = self.head.log_prob_entropy(self.policy(obs), actions, mask)
+        return log_prob, entropy, self.value(obs)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -77,6 +77,11 @@ class NeuralPolicy:
                 f"but this match needs obs size {obs_dim} and {num_actions} actions; play it at the team "
                 "size it was trained for (--team-size) or use a checkpoint of a matching run"
             )
+        if compat.get("action_form", "table") != "table":
+            raise CheckpointError(
+                f"{path}: trained with env.action_form={compat.get('action_form')}; matches and the opponent pool "
+                "play lookup-table policies only for now"
+            )
         self.path = path
         self.name = _describe(path, meta)
         self.global_step = int(meta.get("global_step", 0))

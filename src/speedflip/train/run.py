@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from speedflip.config import Config
+from speedflip.env.action_forms import build_table
 from speedflip.env.actions import LookupTableAction
 from speedflip.env.obs import observation_size
 from speedflip.train.metrics import JsonlSink, TensorBoardSink
@@ -72,9 +73,12 @@ def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None
             env_cfg.nearest_pads,
             env_cfg.frame_stack,
         ),
-        LookupTableAction().num_actions,
+        LookupTableAction(
+            None if env_cfg.action_table is None else build_table(**env_cfg.action_table.model_dump())
+        ).num_actions,
         cfg.ppo.policy_layers,
         cfg.ppo.critic_layers,
+        env_cfg.action_form,
     )
     plan = prepare_run_dir(run_dir, compat, new)
     if plan.archived_to is not None:

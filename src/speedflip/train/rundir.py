@@ -22,7 +22,7 @@ class ResumePlan:
 
 
 def compat_signature(
-    obs_dim: int, num_actions: int, policy_layers: list[int], critic_layers: list[int]
+    obs_dim: int, num_actions: int, policy_layers: list[int], critic_layers: list[int], action_form: str = "table"
 ) -> dict[str, Any]:
     """What must match for a checkpoint to load into a model."""
     return {
@@ -30,6 +30,7 @@ def compat_signature(
         "num_actions": num_actions,
         "policy_layers": list(policy_layers),
         "critic_layers": list(critic_layers),
+        "action_form": action_form,
     }
 
 

@@ -27,9 +27,11 @@ from speedflip._types import Array
 from speedflip.algos.normalize import ReturnNormalizer, RunningMeanStd
 from speedflip.algos.ppo import Batch, compute_gae, ppo_update
 from speedflip.collect import make_vec_env
-from speedflip.config import Config, config_to_dict
+from speedflip.config import Config, ConfigError, config_to_dict
+from speedflip.env.action_forms import action_mask, controls_from_continuous, controls_from_multi_discrete
+from speedflip.env.actions import NUM_CONTROLS
 from speedflip.env.episodes import episode_means
-from speedflip.env.vec_env import RocketLeagueVecEnv
+from speedflip.env.vec_env import RocketLeagueVecEnv, StepResult
 from speedflip.models.mlp import ActorCritic
 from speedflip.selfplay.league import REFERENCE_PLAYER, append_games
 from speedflip.selfplay.match import OBS_KEYS, match_env_config, play_match, summarize
@@ -108,8 +110,14 @@ class Trainer:
         self.return_norm: ReturnNormalizer | None = None
         self.notes: list[str] = []
         self._build_env()
+        self.action_form = self.env_cfg.env.action_form
         self.model = ActorCritic(
-            self.env.obs_dim, self.env.num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers
+            self.env.obs_dim,
+            self.env.num_actions,
+            cfg.ppo.policy_layers,
+            cfg.ppo.critic_layers,
+            head=HEAD_FOR_FORM[self.action_form],
+            bins=self.env_cfg.env.action_bins,
         ).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.ppo.learning_rate, eps=1e-5)
         self.generator = torch.Generator().manual_seed(cfg.run.seed + 1)
@@ -118,7 +126,7 @@ class Trainer:
         self.iteration = 0
         self.last_eval: dict[str, float | None] = {}
         self.compat = compat_signature(
-            self.env.obs_dim, self.env.num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers
+            self.env.obs_dim, self.env.num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers, self.action_form
         )
 
     # ------------------------------------------------------------------ environment and opponents
@@ -134,6 +142,12 @@ class Trainer:
         env_cfg = self.env_cfg.env
         self.car_teams = np.array([0] * env_cfg.blue_size + [1] * env_cfg.orange_size, np.int64)
         self.state_available = isinstance(self.env, RocketLeagueVecEnv)
+        self.masking = env_cfg.action_masking and env_cfg.action_form == "table"
+        if self.masking and not self.state_available:
+            raise ConfigError(
+                "env.action_masking needs the arena state in this process: set run.collector=inprocess "
+                "(or turn masking off)"
+            )
         selfplay = cfg.selfplay
         if selfplay.include_rule and not self.state_available:
             selfplay = selfplay.model_copy(update={"include_rule": False})
@@ -180,7 +194,12 @@ class Trainer:
         assert self.return_norm is not None
         raw_obs = np.zeros((T, N, D), np.float32)
         obs_buf = np.zeros((T, N, D), np.float32)
-        actions = np.zeros((T, N), np.int64)
+        form = self.env_cfg.env.action_form
+        if form == "table":
+            actions = np.zeros((T, N), np.int64)
+        else:
+            actions = np.zeros((T, N, NUM_CONTROLS), np.float32 if form == "continuous" else np.int64)
+        masks = np.ones((T, N, self.env.num_actions), bool) if self.masking else None
         log_probs = np.zeros((T, N), np.float32)
         values = np.zeros((T, N), np.float32)
         rewards = np.zeros((T, N), np.float32)
@@ -202,7 +221,13 @@ class Trainer:
             normalized = self._normalize(self.obs)
             raw_obs[t] = self.obs[cols]
             obs_buf[t] = normalized[cols]
-            action, log_prob, value = self.model.act(self._tensor(normalized))
+            mask = None
+            if masks is not None and isinstance(self.env, RocketLeagueVecEnv):
+                mask = action_mask(self.env.state, self.car_teams, self.env.actions.table)
+                masks[t] = mask[cols]
+            action, log_prob, value = self.model.act(
+                self._tensor(normalized), mask=None if mask is None else self._tensor(mask)
+            )
             chosen = action.cpu().numpy()
             if self.matchmaker.pool_arenas:
                 state = self.env.state if isinstance(self.env, RocketLeagueVecEnv) else None
@@ -210,7 +235,7 @@ class Trainer:
             actions[t] = chosen[cols]
             log_probs[t] = log_prob.cpu().numpy()[cols]
             values[t] = value.cpu().numpy()[cols]
-            result = self.env.step(chosen)
+            result = self._step_env(chosen)
             self.matchmaker.on_step(result.terminated, result.truncated, result.goal_team, self.global_step)
             step_rewards = result.rewards[cols]
             raw_reward_sum += float(step_rewards.mean())
@@ -252,13 +277,27 @@ class Trainer:
         )
         batch = Batch(
             obs=self._tensor(obs_buf.reshape(T * N, D)),
-            actions=self._tensor(actions.reshape(-1)),
+            actions=self._tensor(actions.reshape(T * N, *actions.shape[2:])),
+            masks=None if masks is None else self._tensor(masks.reshape(T * N, -1)),
             log_probs=self._tensor(log_probs.reshape(-1)),
             values=self._tensor(values.reshape(-1)),
             advantages=self._tensor(advantages.reshape(-1)),
             returns=self._tensor(returns.reshape(-1)),
         )
         return batch, raw_obs, stats
+
+    def _step_env(self, chosen: Array) -> StepResult:
+        """Step with table indices, or with controls made from continuous / multi-discrete actions."""
+        form = self.env_cfg.env.action_form
+        if form == "table":
+            return self.env.step(chosen)
+        if form == "continuous":
+            controls = controls_from_continuous(chosen)
+        else:
+            controls = controls_from_multi_discrete(chosen, self.env_cfg.env.action_bins)
+        if not isinstance(self.env, RocketLeagueVecEnv):
+            raise ConfigError(f"env.action_form={form} needs the in-process collector: set run.collector=inprocess")
+        return self.env.step(np.zeros(self.env.num_agents, np.int64), controls)
 
     # ------------------------------------------------------------------ update
     def update(self, batch: Batch, raw_obs: Array | None = None) -> dict[str, float]:
@@ -360,6 +399,8 @@ class Trainer:
         """Play ``eval_games`` games against the rule bot in separate arenas; rate them."""
         sp = self.cfg.selfplay
         env_cfg = self.env_cfg.env
+        if env_cfg.action_form != "table":
+            return {}  # the match players pick table rows; other action forms are rated with their own bots
         team = max(1, env_cfg.blue_size)
         pad = max(env_cfg.obs_team_size, env_cfg.blue_size, env_cfg.orange_size)
         options = {**env_cfg.model_dump(include=set(OBS_KEYS)), "obs_team_size": pad}
@@ -447,6 +488,9 @@ class Trainer:
     def close(self) -> None:
         self.matchmaker.flush()
         self.env.close()
+
+
+HEAD_FOR_FORM = {"table": "categorical", "continuous": "gaussian", "multi_discrete": "multi_discrete"}
 
 
 def stage_config(cfg: Config, stage: int) -> Config:

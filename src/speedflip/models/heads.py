@@ -1,0 +1,106 @@
+"""Policy heads: how network outputs become an action distribution.
+
+- ``categorical``: one index into the lookup table (logits; an optional mask removes rows);
+- ``gaussian``: 8 continuous controls (diagonal Gaussian, state-independent log std);
+- ``multi_discrete``: 5 analog controls as ``bins``-way categoricals plus 3 Bernoulli buttons.
+
+Each head gives ``log_prob`` and ``entropy`` summed over its parts, so PPO's loss is the same for all.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.distributions import Bernoulli, Categorical, Normal
+
+HEADS = ("categorical", "gaussian", "multi_discrete")
+ANALOG = 5  # throttle, steer, pitch, yaw, roll
+BUTTONS = 3  # jump, boost, handbrake
+
+
+class CategoricalHead(nn.Module):
+    """Logits over ``num_actions`` table rows; masked rows get (effectively) zero probability."""
+
+    def __init__(self, num_actions: int) -> None:
+        super().__init__()
+        self.out_dim = num_actions
+
+    def dist(self, params: torch.Tensor, mask: torch.Tensor | None = None) -> Categorical:
+        if mask is not None:
+            params = params.masked_fill(~mask, -1e8)
+        return Categorical(logits=params)
+
+    def sample(self, params: torch.Tensor, mask: torch.Tensor | None, deterministic: bool) -> torch.Tensor:
+        d = self.dist(params, mask)
+        return d.probs.argmax(-1) if deterministic else d.sample()
+
+    def log_prob_entropy(
+        self, params: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        d = self.dist(params, mask)
+        return d.log_prob(actions), d.entropy()
+
+
+class GaussianHead(nn.Module):
+    """Means of ``dim`` controls from the network and a learned, state-independent log std."""
+
+    def __init__(self, dim: int = ANALOG + BUTTONS, initial_log_std: float = -0.5) -> None:
+        super().__init__()
+        self.out_dim = dim
+        self.log_std = nn.Parameter(torch.full((dim,), initial_log_std))
+
+    def dist(self, params: torch.Tensor) -> Normal:
+        return Normal(params, self.log_std.exp().expand_as(params))
+
+    def sample(self, params: torch.Tensor, mask: torch.Tensor | None, deterministic: bool) -> torch.Tensor:
+        return params if deterministic else self.dist(params).sample()
+
+    def log_prob_entropy(
+        self, params: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        d = self.dist(params)
+        return d.log_prob(actions).sum(-1), d.entropy().sum(-1)
+
+
+class MultiDiscreteHead(nn.Module):
+    """``ANALOG`` categoricals of ``bins`` each, then ``BUTTONS`` Bernoulli logits; actions ``[..., 8]`` ints."""
+
+    def __init__(self, bins: int = 5) -> None:
+        super().__init__()
+        self.bins = bins
+        self.out_dim = ANALOG * bins + BUTTONS
+
+    def _split(self, params: torch.Tensor) -> tuple[Categorical, Bernoulli]:
+        analog = params[..., : ANALOG * self.bins].reshape(*params.shape[:-1], ANALOG, self.bins)
+        return Categorical(logits=analog), Bernoulli(logits=params[..., ANALOG * self.bins :])
+
+    def sample(self, params: torch.Tensor, mask: torch.Tensor | None, deterministic: bool) -> torch.Tensor:
+        analog, buttons = self._split(params)
+        if deterministic:
+            a, b = analog.probs.argmax(-1), (buttons.logits > 0).long()
+        else:
+            a, b = analog.sample(), buttons.sample().long()
+        return torch.cat([a, b], dim=-1)
+
+    def log_prob_entropy(
+        self, params: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        analog, buttons = self._split(params)
+        actions = actions.long()
+        log_prob = analog.log_prob(actions[..., :ANALOG]).sum(-1) + buttons.log_prob(actions[..., ANALOG:].float()).sum(
+            -1
+        )
+        return log_prob, analog.entropy().sum(-1) + buttons.entropy().sum(-1)
+
+
+PolicyHead = CategoricalHead | GaussianHead | MultiDiscreteHead
+
+
+def make_head(kind: str, num_actions: int, bins: int = 5) -> PolicyHead:
+    if kind == "categorical":
+        return CategoricalHead(num_actions)
+    if kind == "gaussian":
+        return GaussianHead()
+    if kind == "multi_discrete":
+        return MultiDiscreteHead(bins)
+    raise ValueError(f"unknown policy head '{kind}'; choose one of {', '.join(HEADS)}")
