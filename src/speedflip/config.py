@@ -242,6 +242,7 @@ class RunConfig(_Strict):
     num_workers: int = Field(
         0, ge=0, description="worker processes of the multiprocess collector; 0 = auto (one per CPU core)"
     )
+    milestone_replays: bool = Field(True, description="record a 30 s replay vs the rule bot at every milestone")
     owner: str = Field(default_factory=lambda: _os_user())
     tensorboard: bool = True
 

@@ -13,9 +13,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from speedflip.config import Config
+from speedflip.doctor import raise_on_failure, startup_checks
 from speedflip.env.action_forms import build_table
 from speedflip.env.actions import LookupTableAction
 from speedflip.env.obs import observation_size
+from speedflip.train.checkpoint import CheckpointError
 from speedflip.train.metrics import JsonlSink, TensorBoardSink
 from speedflip.train.notify import post_milestone
 from speedflip.train.rundir import compat_signature, prepare_run_dir
@@ -59,28 +61,29 @@ def print_summary(console: Console, cfg: Config, trainer: Trainer, run_dir: Path
     console.print(table)
 
 
+def expected_compat(cfg: Config) -> dict[str, Any]:
+    """The compatibility signature this config's network will have (checked against checkpoints before
+    anything is built or written)."""
+    env_cfg = stage_config(cfg, 0).env
+    if env_cfg.rlgym is not None:
+        from speedflip.env.rlgym_adapter import probe_dims
+
+        obs_dim, num_actions = probe_dims(env_cfg.rlgym)
+    else:
+        obs_dim = observation_size(
+            env_cfg.obs_builder, env_cfg.blue_size, env_cfg.orange_size, env_cfg.obs_team_size,
+            env_cfg.nearest_pads, env_cfg.frame_stack,
+        )  # fmt: skip
+        table = None if env_cfg.action_table is None else build_table(**env_cfg.action_table.model_dump())
+        num_actions = LookupTableAction(table).num_actions
+    return compat_signature(obs_dim, num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers, env_cfg.action_form)
+
+
 def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None = None) -> int:
     """Train (or resume) the run in ``run_dir``; returns a process exit code."""
     console = console or Console()
     run_dir = run_dir.resolve()  # `--run-dir .` keeps working after --new moves the old run aside
-    env_cfg = stage_config(cfg, 0).env
-    compat = compat_signature(
-        observation_size(
-            env_cfg.obs_builder,
-            env_cfg.blue_size,
-            env_cfg.orange_size,
-            env_cfg.obs_team_size,
-            env_cfg.nearest_pads,
-            env_cfg.frame_stack,
-        ),
-        LookupTableAction(
-            None if env_cfg.action_table is None else build_table(**env_cfg.action_table.model_dump())
-        ).num_actions,
-        cfg.ppo.policy_layers,
-        cfg.ppo.critic_layers,
-        env_cfg.action_form,
-    )
-    plan = prepare_run_dir(run_dir, compat, new)
+    plan = prepare_run_dir(run_dir, expected_compat(cfg), new)
     if plan.archived_to is not None:
         console.print(f"--new: the previous run was moved to {plan.archived_to}")
     for reason in plan.skipped:
@@ -88,6 +91,8 @@ def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None
 
     trainer = Trainer(cfg, run_dir)
     try:
+        if trainer.env_cfg.env.rlgym is None:
+            raise_on_failure(startup_checks(trainer.env_cfg.env, trainer.model))
         if plan.checkpoint is not None:
             trainer.load(plan.checkpoint)
         write_resolved_config(cfg, run_dir)
@@ -180,6 +185,8 @@ def _loop(cfg: Config, trainer: Trainer, run_dir: Path, console: Console) -> int
                     path = trainer.milestone(meta)
                     next_milestone = (trainer.global_step // milestone_every + 1) * milestone_every
                     post_milestone(path, meta, trainer.matchmaker.learner_elo, console)
+                    if path is not None and cfg.run.milestone_replays:
+                        _milestone_replay(path, run_dir, console)
                 for message in (trainer.advance_reward_phase(record), trainer.advance_curriculum()):
                     if message:
                         console.print(message, soft_wrap=True)
@@ -197,6 +204,19 @@ def _loop(cfg: Config, trainer: Trainer, run_dir: Path, console: Console) -> int
         jsonl.close()
         if tb is not None:
             tb.close()
+
+
+def _milestone_replay(path: Path, run_dir: Path, console: Console) -> None:
+    """A short replay of the milestone against the rule bot under ``replays/`` (never stops training)."""
+    from speedflip.watch.errors import ReplayError
+    from speedflip.watch.run import record_milestone_replay
+
+    try:
+        html, _ = record_milestone_replay(path, run_dir / "replays")
+    except (CheckpointError, ReplayError, OSError) as err:
+        console.print(f"note: no milestone replay ({err})", soft_wrap=True)
+        return
+    console.print(f"milestone replay: {html}", soft_wrap=True)
 
 
 def _milestone_meta(record: dict[str, Any]) -> dict[str, Any]:
