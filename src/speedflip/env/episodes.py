@@ -54,6 +54,9 @@ EPISODE_METRICS = (
 
 TURTLE_MAX_Z = 300.0  # uu: a car on its roof counts as turtled below this height
 COUNTER_COLUMNS = [L.CAR_GOALS, L.CAR_SHOTS, L.CAR_SAVES, L.CAR_DEMOS]
+_UP_Z, _POS_Z = L.CAR_UP.start + 2, L.CAR_POS.start + 2
+# the columns a step reads, gathered into one small contiguous array: demoed, on ground, boost, z, up_z, vel
+_STEP_COLUMNS = [L.CAR_IS_DEMOED, L.CAR_ON_GROUND, L.CAR_BOOST, _POS_Z, _UP_Z, *range(L.CAR_VEL.start, L.CAR_VEL.stop)]
 
 
 def turtled_cars(cars: Array) -> Array:
@@ -61,9 +64,11 @@ def turtled_cars(cars: Array) -> Array:
 
     Turtled: ``up_z < -0.7`` and ``z < 300`` uu.
     """
-    up_z = cars[..., L.CAR_UP.start + 2]
-    z = cars[..., L.CAR_POS.start + 2]
-    out: Array = (up_z < TURTLE_UP_Z) & (z < TURTLE_MAX_Z) & (cars[..., L.CAR_IS_DEMOED] < 0.5)
+    return _turtled(cars[..., _UP_Z], cars[..., _POS_Z], cars[..., L.CAR_IS_DEMOED] > 0.5)
+
+
+def _turtled(up_z: Array, z: Array, demoed: Array) -> Array:
+    out: Array = (up_z < TURTLE_UP_Z) & (z < TURTLE_MAX_Z) & ~demoed
     return out
 
 
@@ -116,29 +121,30 @@ class EpisodeTracker:
 
         ``prev_state``: the state before the step (for boost decreases); ``touched``: ``[K, C]`` bool.
         """
-        cars = state.cars[:, :, 0]
-        before = prev_state.cars[:, :, 0]
+        now = state.cars[:, :, 0][..., _STEP_COLUMNS]  # [K, C, 8]
+        before = prev_state.cars[:, :, 0][..., [L.CAR_IS_DEMOED, L.CAR_BOOST]]
         self.steps += 1
         self.ticks += self.tick_skip
         self.touches += touched
-        demoed = cars[..., L.CAR_IS_DEMOED] > 0.5
-        on_ground = cars[..., L.CAR_ON_GROUND] > 0.5
-        turtled = turtled_cars(cars)
+        demoed = now[..., 0] > 0.5
+        on_ground = now[..., 1] > 0.5
+        turtled = _turtled(now[..., 4], now[..., 3], demoed)
         self.air_steps += ~(on_ground | turtled | demoed)
-        vel = cars[..., L.CAR_VEL].astype(np.float64)
+        vel = now[..., 5:]
         self.speed_sum += np.sqrt(np.einsum("kci,kci->kc", vel, vel))
-        spent = before[..., L.CAR_BOOST].astype(np.float64) - cars[..., L.CAR_BOOST]
-        counted = (spent > 0.0) & ~demoed & (before[..., L.CAR_IS_DEMOED] < 0.5)
-        self.boost_used += np.where(counted, spent, 0.0)
+        spent = before[..., 1].astype(np.float64) - now[..., 2]
+        spent[(spent < 0.0) | demoed | (before[..., 0] > 0.5)] = 0.0
+        self.boost_used += spent
 
-        started = turtled & ~self.was_turtled & ~self.turtle_open
-        self.turtle_events += started
-        self.turtle_start = np.where(started, self.ticks[:, None], self.turtle_start)
-        self.turtle_open |= started
-        recovered = self.turtle_open & on_ground & ~turtled
-        self.recoveries += recovered
-        self.recover_ticks += np.where(recovered, self.ticks[:, None] - self.turtle_start, 0)
-        self.turtle_open &= ~(recovered | demoed)  # a demolition ends an event unrecovered
+        if turtled.any() or self.turtle_open.any():  # most steps have no turtled car: skip the bookkeeping
+            started = turtled & ~self.was_turtled & ~self.turtle_open
+            self.turtle_events += started
+            self.turtle_start[started] = np.broadcast_to(self.ticks[:, None], started.shape)[started]
+            self.turtle_open |= started
+            recovered = self.turtle_open & on_ground & ~turtled
+            self.recoveries += recovered
+            self.recover_ticks += np.where(recovered, self.ticks[:, None] - self.turtle_start, 0)
+            self.turtle_open &= ~(recovered | demoed)  # a demolition ends an event unrecovered
         self.was_turtled = turtled
 
     def finish(self, ids: Array, state: GameArrays) -> list[dict[str, float]]:
