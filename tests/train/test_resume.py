@@ -130,7 +130,13 @@ def test_checkpoint_files_are_safetensors_and_json_only(tmp_path: Path, trainer_
     for key in ("sha256", "global_step", "compat", "config", "owner", "git_commit", "iteration", "reason"):
         assert key in meta, key
     assert meta["global_step"] == 32 and meta["iteration"] == 1 and meta["reason"] == "test"
-    assert meta["compat"] == {"obs_dim": 103, "num_actions": 90, "policy_layers": [16], "critic_layers": [16]}
+    assert meta["compat"] == {
+        "obs_dim": 103,
+        "num_actions": 90,
+        "policy_layers": [16],
+        "critic_layers": [16],
+        "action_form": "table",
+    }
     assert meta["config"]["ppo"]["num_steps"] == 8
     assert meta["owner"] == trainer_a.cfg.run.owner
     assert set(meta["sha256"]) == {*TENSOR_FILES, "optimizer.json"}

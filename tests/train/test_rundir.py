@@ -107,7 +107,13 @@ def test_compat_signature_lists_copies() -> None:
     layers = [8, 8]
     sig = compat_signature(10, 4, layers, [3])
     layers.append(1)
-    assert sig == {"obs_dim": 10, "num_actions": 4, "policy_layers": [8, 8], "critic_layers": [3]}
+    assert sig == {
+        "obs_dim": 10,
+        "num_actions": 4,
+        "policy_layers": [8, 8],
+        "critic_layers": [3],
+        "action_form": "table",
+    }
 
 
 @pytest.mark.parametrize("problem", ["incompatible", "all-corrupt"])

@@ -296,8 +296,8 @@ class MultiProcessVecEnv:
         for index, conn in enumerate(self._res.conns):
             try:
                 conn.send_bytes(message)
-            except OSError as err:
-                self._fail(WorkerFailedError(f"{self._describe_worker(index)} is gone: {err}"))
+            except OSError:
+                self._fail(WorkerFailedError(self._death_message(index, "send")))
 
     def _fail(self, error: CollectorError) -> NoReturn:
         self.close()
