@@ -305,6 +305,9 @@ class GymConfig(_Strict):
         None, description="mean return that counts as solved; unset = the env's registered reward_threshold"
     )
     random_return: float | None = Field(None, description="mean return of a random policy (for the verdict)")
+    activation: Literal["relu", "tanh"] = Field(
+        "relu", description="hidden-layer activation of the networks of Gymnasium runs (PPO, recurrent encoder, DQN)"
+    )
 
 
 class DQNConfig(_Strict):
@@ -324,6 +327,7 @@ class DQNConfig(_Strict):
     gradient_steps: int = Field(1, ge=1, description="gradient steps per training round")
     double_dqn: bool = Field(False, description="choose next actions with the online net, value them with the target")
     max_grad_norm: float = Field(10.0, gt=0)
+    loss: Literal["mse", "huber"] = Field("mse", description="TD loss: mean squared or Huber (smooth L1)")
     q_layers: list[int] = Field(default_factory=lambda: [120, 84])
     save_replay: bool = Field(True, description="store the replay buffer contents in checkpoints (safetensors)")
 

@@ -158,3 +158,15 @@ def test_hard_and_soft_target_updates() -> None:
     assert target.weight.item() == pytest.approx(0.4375)  # 0.25 + 0.75 * 0.25
     update_target(online, target, tau=1.0)
     assert target.weight.item() == 1.0 and target.bias.item() == 2.0
+
+
+@pytest.mark.parametrize(("loss", "expected"), [("mse", (4.0 + 0.25) / 2), ("huber", (1.5 + 0.125) / 2)])
+def test_td_loss_by_hand(loss: str, expected: float) -> None:
+    online = _fixed_q([[3.0, 0.0], [0.0, 1.5]])
+    # terminal transitions: targets are the rewards 1.0 and 1.0; errors 2.0 and 0.5
+    batch = ReplaySample(torch.eye(2), torch.tensor([0, 1]), torch.tensor([1.0, 1.0]), torch.eye(2),
+                         torch.tensor([1.0, 1.0]))  # fmt: skip
+    opt = torch.optim.SGD(online.parameters(), lr=0.0)
+    metrics = dqn_update(online, _fixed_q([[0.0, 0.0], [0.0, 0.0]]), opt, batch, DQNConfig(loss=loss))
+    assert metrics["td_loss"] == pytest.approx(expected)
+    assert metrics["q_values"] == pytest.approx(2.25)

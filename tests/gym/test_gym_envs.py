@@ -80,3 +80,21 @@ def test_final_observation_is_the_last_one_not_the_reset_one() -> None:
         assert obs[:, 0].tolist() == [0.0, 0.0]  # not modified in place
     finally:
         env.close()
+
+
+def test_set_activation_swaps_every_relu() -> None:
+    import torch
+    from torch import nn
+
+    from speedflip.models.activation import set_activation
+    from speedflip.models.mlp import ActorCritic
+
+    model = ActorCritic(4, 2, [8, 8], [8])
+    x = torch.randn(3, 4)
+    before = model.value(x)
+    set_activation(model, "tanh")
+    kinds = [type(m) for m in model.modules() if isinstance(m, (nn.ReLU, nn.Tanh))]
+    assert kinds == [nn.Tanh] * 3
+    expected = model.critic[2](torch.tanh(model.critic[0](x))).squeeze(-1)
+    torch.testing.assert_close(model.value(x), expected)
+    assert not torch.allclose(before, expected)

@@ -165,10 +165,10 @@ def dqn_update(
     batch: ReplaySample,
     cfg: DQNConfig,
 ) -> dict[str, float]:
-    """One gradient step of the mean squared TD error on ``batch``; returns loss and mean Q."""
+    """One gradient step of the TD error (``dqn.loss``: squared or Huber) on ``batch``; returns loss and mean Q."""
     targets = td_targets(q_net, target_net, batch, cfg.gamma, cfg.double_dqn)
     q_taken = q_net(batch.obs).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
-    loss = F.mse_loss(q_taken, targets)
+    loss = F.mse_loss(q_taken, targets) if cfg.loss == "mse" else F.smooth_l1_loss(q_taken, targets)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     grad_norm = nn.utils.clip_grad_norm_(q_net.parameters(), cfg.max_grad_norm)

@@ -28,6 +28,7 @@ from speedflip.algos.ppo_recurrent import SequenceRollout, recurrent_ppo_update
 from speedflip.config import Config, config_to_dict
 from speedflip.device import resolve_device
 from speedflip.gym.envs import SpaceInfo, encode_obs, final_observations, make_vec_env, space_info
+from speedflip.models.activation import set_activation
 from speedflip.models.mlp import ActorCritic
 from speedflip.models.q import QNetwork
 from speedflip.models.recurrent import RecurrentActorCritic
@@ -111,15 +112,18 @@ class QPolicy:
 
 # ---------------------------------------------------------------------- models from a config
 def build_model(cfg: Config, info: SpaceInfo) -> torch.nn.Module:
-    """The network ``cfg.algo`` trains, sized for the env's spaces."""
+    """The network ``cfg.algo`` trains, sized for the env's spaces, with ``gym.activation`` between layers."""
+    model: torch.nn.Module
     if cfg.algo == "dqn":
-        return QNetwork(info.obs_dim, info.num_actions, cfg.dqn.q_layers)
-    if cfg.algo == "ppo_recurrent":
+        model = QNetwork(info.obs_dim, info.num_actions, cfg.dqn.q_layers)
+    elif cfg.algo == "ppo_recurrent":
         r = cfg.recurrent
-        return RecurrentActorCritic(
+        model = RecurrentActorCritic(
             info.obs_dim, info.num_actions, r.cell, r.hidden_size, r.num_layers, r.encoder_layers
         )
-    return ActorCritic(info.obs_dim, info.num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers)
+    else:
+        model = ActorCritic(info.obs_dim, info.num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers)
+    return set_activation(model, cfg.gym.activation)
 
 
 def compat_for(cfg: Config, info: SpaceInfo) -> dict[str, Any]:
@@ -136,7 +140,7 @@ def compat_for(cfg: Config, info: SpaceInfo) -> dict[str, Any]:
         "algo": cfg.algo,
         "obs_dim": info.obs_dim,
         "num_actions": info.num_actions,
-        "network": network,
+        "network": {**network, "activation": cfg.gym.activation},
     }
 
 
@@ -370,8 +374,9 @@ class PPOLearner(_PPOCommon):
 
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
-        self.model = ActorCritic(self.info.obs_dim, self.info.num_actions, cfg.ppo.policy_layers,
-                                 cfg.ppo.critic_layers).to(self.device)  # fmt: skip
+        model = build_model(cfg, self.info)
+        assert isinstance(model, ActorCritic)
+        self.model = model.to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.ppo.learning_rate, eps=1e-5)
 
     def policy(self) -> Policy:
@@ -435,10 +440,9 @@ class RecurrentPPOLearner(_PPOCommon):
 
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
-        r = cfg.recurrent
-        self.model = RecurrentActorCritic(
-            self.info.obs_dim, self.info.num_actions, r.cell, r.hidden_size, r.num_layers, r.encoder_layers
-        ).to(self.device)
+        model = build_model(cfg, self.info)
+        assert isinstance(model, RecurrentActorCritic)
+        self.model = model.to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.ppo.learning_rate, eps=1e-5)
         self.state = self.model.initial_state(self.num_envs, self.device)
 
@@ -522,7 +526,9 @@ class DQNLearner(GymLearner):
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
         d = cfg.dqn
-        self.model = QNetwork(self.info.obs_dim, self.info.num_actions, d.q_layers).to(self.device)
+        model = build_model(cfg, self.info)
+        assert isinstance(model, QNetwork)
+        self.model = model.to(self.device)
         self.target = copy.deepcopy(self.model)
         self.target.requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=d.learning_rate)
