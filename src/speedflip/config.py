@@ -232,7 +232,7 @@ class RunConfig(_Strict):
     seed: int = Field(0, ge=0)
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")
     num_threads: int = Field(0, ge=0, description="physics threads; 0 = one per CPU core")
-    torch_threads: int = Field(0, ge=0, description="torch intra-op threads; 0 = one per CPU core")
+    torch_threads: int = Field(0, ge=0, description="torch intra-op threads; 0 = half the CPU cores (at least 1)")
     collector: Literal["auto", "inprocess", "multiprocess"] = Field(
         "auto",
         description="rollout collection backend: 'inprocess' (physics threads in this process), "

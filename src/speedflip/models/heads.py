@@ -28,7 +28,7 @@ class CategoricalHead(nn.Module):
     def dist(self, params: torch.Tensor, mask: torch.Tensor | None = None) -> Categorical:
         if mask is not None:
             params = params.masked_fill(~mask, -1e8)
-        return Categorical(logits=params)
+        return Categorical(logits=params, validate_args=False)
 
     def sample(self, params: torch.Tensor, mask: torch.Tensor | None, deterministic: bool) -> torch.Tensor:
         d = self.dist(params, mask)
@@ -50,7 +50,7 @@ class GaussianHead(nn.Module):
         self.log_std = nn.Parameter(torch.full((dim,), initial_log_std))
 
     def dist(self, params: torch.Tensor) -> Normal:
-        return Normal(params, self.log_std.exp().expand_as(params))
+        return Normal(params, self.log_std.exp().expand_as(params), validate_args=False)
 
     def sample(self, params: torch.Tensor, mask: torch.Tensor | None, deterministic: bool) -> torch.Tensor:
         return params if deterministic else self.dist(params).sample()
@@ -72,7 +72,10 @@ class MultiDiscreteHead(nn.Module):
 
     def _split(self, params: torch.Tensor) -> tuple[Categorical, Bernoulli]:
         analog = params[..., : ANALOG * self.bins].reshape(*params.shape[:-1], ANALOG, self.bins)
-        return Categorical(logits=analog), Bernoulli(logits=params[..., ANALOG * self.bins :])
+        return (
+            Categorical(logits=analog, validate_args=False),
+            Bernoulli(logits=params[..., ANALOG * self.bins :], validate_args=False),
+        )
 
     def sample(self, params: torch.Tensor, mask: torch.Tensor | None, deterministic: bool) -> torch.Tensor:
         analog, buttons = self._split(params)

@@ -50,6 +50,13 @@ from speedflip.train.checkpoint import (
 from speedflip.train.rundir import compat_signature
 
 
+def default_torch_threads(cores: int) -> int:
+    """Half the cores, at least one. The policy's batches are small and torch's worker threads spin
+    while they wait: measured on 2 cores with other processes running, 2 torch threads made
+    collection 6x and the PPO update 5x slower than 1 thread (docs/performance.md)."""
+    return max(1, cores // 2)
+
+
 def resolve_device(name: str) -> torch.device:
     """``auto`` -> CUDA when it is present and works, else CPU."""
     if name == "auto":
@@ -102,7 +109,7 @@ class Trainer:
         self.cfg = cfg
         self.run_dir = run_dir
         cores = os.cpu_count() or 1
-        torch.set_num_threads(cfg.run.torch_threads or cores)
+        torch.set_num_threads(cfg.run.torch_threads or default_torch_threads(cores))
         torch.manual_seed(cfg.run.seed)
         self.device = resolve_device(cfg.run.device)
         self.stage = 0
