@@ -53,7 +53,7 @@ def test_presets_load_and_validate(name: str, teams: tuple[int, int], arenas: in
 
 def test_resolve_defaults_to_quick() -> None:
     assert resolve_config() == resolve_config("quick")
-    assert resolve_config().run.total_steps == 4_000_000
+    assert resolve_config().run.total_steps == 2_500_000
 
 
 def test_unknown_preset_lists_available() -> None:
