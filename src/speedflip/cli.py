@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--new", action="store_true", help="start fresh; an existing run is moved aside, not deleted")
     train.add_argument("--resume", metavar="RUN_DIR", help="resume this run directory (same as --run-dir)")
     train.add_argument(
+        "--render", action="store_true", help="stream arena 0 to a running RLViser at real-time speed (rlviser-py)"
+    )
+    train.add_argument(
         "--env", help="gym:<id> for any registered Gymnasium env (e.g. gym:CartPole-v1), or rocketleague"
     )
     train.add_argument("--algo", choices=("ppo", "ppo_recurrent", "dqn"),
@@ -129,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                 return train_gym(cfg, run_dir, new=args.new, console=console)
             from speedflip.train.run import train
 
-            return train(cfg, run_dir, new=args.new, console=console)
+            return train(cfg, run_dir, new=args.new, console=console, render=args.render)
         if args.command == "eval":
             from speedflip.gym.cli import gym_checkpoint
             from speedflip.selfplay.evaluate import run_eval

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
@@ -13,6 +13,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from speedflip.config import Config
+
+if TYPE_CHECKING:
+    from speedflip.watch.live import LiveView
+
 from speedflip.doctor import raise_on_failure, startup_checks
 from speedflip.env.action_forms import build_table
 from speedflip.env.actions import LookupTableAction
@@ -79,8 +83,12 @@ def expected_compat(cfg: Config) -> dict[str, Any]:
     return compat_signature(obs_dim, num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers, env_cfg.action_form)
 
 
-def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None = None) -> int:
-    """Train (or resume) the run in ``run_dir``; returns a process exit code."""
+def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None = None, render: bool = False) -> int:
+    """Train (or resume) the run in ``run_dir``; returns a process exit code.
+
+    ``render``: stream arena 0 to RLViser at real-time speed (in-process collector; the other arenas
+    are not slowed: states are copied only while a segment is filling, a thread plays them).
+    """
     console = console or Console()
     run_dir = run_dir.resolve()  # `--run-dir .` keeps working after --new moves the old run aside
     plan = prepare_run_dir(run_dir, expected_compat(cfg), new)
@@ -107,7 +115,12 @@ def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None
                 f"raise the budget, e.g. --set run.total_steps={cfg.run.total_steps * 2}, or use --new."
             )
             return 0
-        return _loop(cfg, trainer, run_dir, console)
+        view = _open_live_view(trainer, console) if render else None
+        try:
+            return _loop(cfg, trainer, run_dir, console)
+        finally:
+            if view is not None:
+                view.close()
     finally:
         trainer.close()
 
@@ -204,6 +217,21 @@ def _loop(cfg: Config, trainer: Trainer, run_dir: Path, console: Console) -> int
         jsonl.close()
         if tb is not None:
             tb.close()
+
+
+def _open_live_view(trainer: Trainer, console: Console) -> LiveView | None:
+    from speedflip.env.vec_env import RocketLeagueVecEnv
+    from speedflip.watch.live import LiveView
+
+    env = trainer.env
+    if not isinstance(env, RocketLeagueVecEnv):
+        console.print("note: --render needs the in-process collector (run.collector=inprocess); training goes on")
+        return None
+    pads = [p.get_pos().as_numpy().tolist() for p in env.arenas.arenas[0].get_boost_pads()]
+    view = LiveView.open(env.arenas.tick_skip, env.car_teams.tolist(), pads, say=console.print)
+    if view is not None:
+        trainer.step_hook = lambda: view.push(env.state)
+    return view
 
 
 def _milestone_replay(path: Path, run_dir: Path, console: Console) -> None:

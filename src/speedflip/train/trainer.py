@@ -132,6 +132,7 @@ class Trainer:
         self.global_step = 0
         self.iteration = 0
         self.last_eval: dict[str, float | None] = {}
+        self.step_hook: Callable[[], None] | None = None  # called after every env step (e.g. the live view)
         self.compat = compat_signature(
             self.env.obs_dim, self.env.num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers, self.action_form
         )
@@ -243,6 +244,8 @@ class Trainer:
             log_probs[t] = log_prob.cpu().numpy()[cols]
             values[t] = value.cpu().numpy()[cols]
             result = self._step_env(chosen)
+            if self.step_hook is not None:
+                self.step_hook()
             self.matchmaker.on_step(result.terminated, result.truncated, result.goal_team, self.global_step)
             step_rewards = result.rewards[cols]
             raw_reward_sum += float(step_rewards.mean())
