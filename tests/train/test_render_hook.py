@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 from rich.console import Console
@@ -26,7 +27,7 @@ def test_step_hook_runs_once_per_env_step() -> None:
     finally:
         trainer.close()
     assert len(calls) == 8  # ppo.num_steps
-    assert all(b - a == 8 for a, b in zip(calls, calls[1:], strict=False))  # one tick-skip apart
+    assert all(b - a == 8 for a, b in itertools.pairwise(calls))  # one tick-skip apart
 
 
 def test_render_without_rlviser_trains_on(tmp_path: Path) -> None:
