@@ -235,18 +235,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     results: list[RunResult] = []
-    for algo in args.algos.split(","):
-        kind = "ppo" if "ppo" in algo else "dqn"
-        budget = args.ppo_budget if kind == "ppo" else args.dqn_budget
-        for seed in range(args.first_seed, args.first_seed + args.seeds):
+    algos = args.algos.split(",")
+    unknown = [a for a in algos if not a.startswith(("sf-", "sb3-"))]
+    if unknown:
+        parser.error(f"unknown algorithm(s) {unknown}")
+    # seed-major order: every algorithm sees the same machine load, more or less
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        for algo in algos:
+            kind = "ppo" if "ppo" in algo else "dqn"
+            budget = args.ppo_budget if kind == "ppo" else args.dqn_budget
             result = RunResult(algo, seed, budget)
             ev = Evaluator(result, args.eval_every, args.eval_episodes, args.stop_when_solved)
             if algo.startswith("sf-"):
                 run_speedflip(kind, seed, budget, ev)
-            elif algo.startswith("sb3-"):
-                run_sb3(algo, seed, budget, ev)
             else:
-                parser.error(f"unknown algorithm {algo}")
+                run_sb3(algo, seed, budget, ev)
             results.append(result)
             print(
                 f"{algo} seed {seed}: solved at {result.solved_step} steps / "
