@@ -105,7 +105,8 @@ def test_env_flag_without_preset_uses_classic_defaults_and_the_new_env_task() ->
 
 def test_dqn_checkpoint_restores_replay_epsilon_and_target(tmp_path: Path) -> None:
     cfg = gym_config("cartpole-dqn", "run.total_steps=4000", "dqn.learning_starts=200", "dqn.train_frequency=64",
-                     "dqn.gradient_steps=4", "dqn.target_update_interval=100", "dqn.tau=0.5")  # fmt: skip
+                     "dqn.gradient_steps=4", "dqn.target_update_interval=100", "dqn.tau=0.5",
+                     "dqn.exploration_fraction=0.3", "dqn.end_epsilon=0.05")  # fmt: skip
     a = DQNLearner(cfg)
     while a.global_step < 600:
         a.step()
@@ -167,3 +168,25 @@ def test_one_argument_eval_of_a_rocket_league_player_plays_the_rule_bot(
     assert main(["eval", "random", "idle"]) == 0
     assert calls == [("random", "rule"), ("random", "idle")]
     assert "plays the rule bot" in capsys.readouterr().out
+
+
+def test_recurrent_checkpoint_restores_weights_and_restarts_memory(tmp_path: Path) -> None:
+    from speedflip.gym.agents import RecurrentPPOLearner
+
+    cfg = gym_config("cartpole-ppo", "algo=ppo_recurrent", "ppo.normalize_obs=true", "recurrent.cell=gru")
+    a = RecurrentPPOLearner(cfg)
+    a.iterate()
+    assert a.state.abs().sum() > 0  # memory carried between rollouts
+    path = save_checkpoint(tmp_path, a.global_step, a.to_checkpoint(), keep=2)
+    assert verify_checkpoint(path)["compat"]["network"] == {
+        "cell": "gru", "hidden_size": 64, "num_layers": 1, "encoder_layers": [64], "activation": "tanh",
+    }  # fmt: skip
+    b = RecurrentPPOLearner(cfg)
+    b.load(path)
+    for key, value in a.model.state_dict().items():
+        assert torch.equal(b.model.state_dict()[key], value)
+    np.testing.assert_array_equal(b.obs_rms.mean, a.obs_rms.mean)
+    assert (b.global_step, b.iteration) == (a.global_step, a.iteration) == (256, 1)
+    assert b.state.abs().sum() == 0 and b.starts.all()  # fresh episodes after a resume: fresh memory
+    a.close()
+    b.close()
