@@ -28,6 +28,7 @@ from speedflip.algos.ppo_recurrent import SequenceRollout, recurrent_ppo_update
 from speedflip.config import Config, config_to_dict
 from speedflip.device import resolve_device
 from speedflip.gym.envs import SpaceInfo, encode_obs, final_observations, make_vec_env, space_info
+from speedflip.gym.errors import GymEnvError
 from speedflip.models.activation import set_activation
 from speedflip.models.mlp import ActorCritic
 from speedflip.models.q import QNetwork
@@ -208,7 +209,13 @@ class GymLearner(ABC):
         self.device = self.device_choice.device
         self.env = make_vec_env(self.env_id, cfg.gym.num_envs, cfg.gym.env_kwargs)
         self.num_envs = cfg.gym.num_envs
-        self.info = space_info(self.env.single_observation_space, self.env.single_action_space, self.env_id, cfg.algo)
+        try:
+            self.info = space_info(
+                self.env.single_observation_space, self.env.single_action_space, self.env_id, cfg.algo
+            )
+        except GymEnvError:
+            self.env.close()
+            raise
         self.rng = np.random.default_rng(cfg.run.seed)
         self.generator = torch.Generator().manual_seed(cfg.run.seed + 1)
         self.global_step = 0
