@@ -232,9 +232,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stop-when-solved", action="store_true", help="end a run at its first solved evaluation")
     parser.add_argument("--json", help="write every run (with its evaluation curve) here")
     parser.add_argument("--markdown", help="write the summary table here")
+    parser.add_argument("--merge", nargs="+", metavar="JSON", help="only rebuild the table from earlier --json files")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     results: list[RunResult] = []
+    if args.merge:
+        for path in args.merge:
+            results += [RunResult(**{**run, "curve": [tuple(p) for p in run["curve"]]})
+                        for run in json.loads(Path(path).read_text())["runs"]]  # fmt: skip
+        args.seeds = len({r.seed for r in results})
+        return report(results, args)
     algos = args.algos.split(",")
     unknown = [a for a in algos if not a.startswith(("sf-", "sb3-"))]
     if unknown:
@@ -257,6 +264,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"final {result.final_return}, train {result.train_seconds:.1f} s",
                 flush=True,
             )
+    return report(results, args)
+
+
+def report(results: list[RunResult], args: argparse.Namespace) -> int:
+    """Print the summary table; write ``--json`` / ``--markdown`` when asked."""
+    results = sorted(results, key=lambda r: r.seed)
     rows = summarize(results)
     table = markdown(rows, args)
     print(table)
