@@ -53,7 +53,8 @@ def test_tiny_bench_measures_everything(tmp_path: Path) -> None:
     parts = results["breakdown_ms_per_1000_agent_steps"]["inprocess"]
     assert {"physics", "obs", "reward", "inference", "learn"} <= set(parts)
     assert all(v >= 0 for v in parts.values())
-    assert results["memory"]["inprocess_mb_per_arena"] is None or results["memory"]["inprocess_mb_per_arena"] > 0
+    # RSS growth: meaningful in a fresh `speedflip bench` process; here the test process may reuse freed memory
+    assert results["memory"]["inprocess_mb_per_arena"] is None or results["memory"]["inprocess_mb_per_arena"] >= 0
     print_report(results, console)
     assert "physics limit" in console.export_text()
     path = write_json(results, tmp_path / "out" / "bench.json")
