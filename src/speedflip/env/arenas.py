@@ -136,7 +136,15 @@ class Arenas:
 
     # ------------------------------------------------------------------ state
     def _read(self, k: int) -> None:
-        gym = self.arenas[k].get_gym_state()
+        try:
+            gym = self.arenas[k].get_gym_state()
+        except RuntimeError as err:
+            if "NaN" not in str(err):
+                raise
+            # RocketSim refuses to export a state with NaN in it: mark the arena so the env resets it
+            self.state.ball[k] = np.nan
+            self.state.cars[k] = np.nan
+            return
         st = self.state
         st.scores[k, 0] = int(gym[0][L.INFO_BLUE_SCORE])
         st.scores[k, 1] = int(gym[0][L.INFO_ORANGE_SCORE])

@@ -123,6 +123,7 @@ class RocketLeagueVecEnv:
         self.total_touches = 0
         self.total_agent_seconds = 0.0
         self.total_goals = 0
+        self.total_nan_resets = 0  # arenas reset because their physics state held NaN/Inf
 
     @property
     def state(self) -> GameArrays:
@@ -200,6 +201,7 @@ class RocketLeagueVecEnv:
         else:
             idx, controls, applied = self._with_custom_controls(idx, custom_controls)
             state = self.arenas.step(idx, controls)
+        broken = self._quarantine_non_finite(state)
 
         touched = state.cars[:, :, 0, L.CAR_HIT_LAST_STEP] > 0.5
         blue_scored = state.scores[:, 0] > self.prev_scores[:, 0]
@@ -220,7 +222,8 @@ class RocketLeagueVecEnv:
         self.total_goals += int((goal_team >= 0).sum())
         self.episode_stats.step(state, prev_state, touched)
 
-        terminated = conditions.goal_scored(goal_team)
+        rewards[broken] = 0.0
+        terminated = conditions.goal_scored(goal_team) | broken  # no bootstrap from a broken state
         truncated = ~terminated & (
             conditions.timeout(self.episode_ticks, self.timeout_ticks)
             | conditions.no_touch_timeout(self.ticks_since_touch, self.no_touch_ticks)
@@ -252,6 +255,18 @@ class RocketLeagueVecEnv:
             episodes=episodes,
             goal_team=goal_team,
         )
+
+    def _quarantine_non_finite(self, state: GameArrays) -> Array:
+        """``[K]`` arenas whose physics state holds NaN/Inf: their arrays are zeroed (nothing non-finite
+        reaches observations, rewards or the learner), the episode ends and the arena is reset; counted
+        in ``total_nan_resets``."""
+        finite = np.isfinite(state.ball).all(axis=(1, 2)) & np.isfinite(state.cars).all(axis=(1, 2, 3))
+        broken = ~finite
+        if broken.any():
+            state.ball[broken] = 0.0
+            state.cars[broken] = 0.0
+            self.total_nan_resets += int(broken.sum())
+        return broken
 
     def _with_custom_controls(self, idx: Array, custom: Array) -> tuple[Array, list[rsim.CarControls], Array]:
         custom = np.asarray(custom, np.float32)

@@ -21,6 +21,7 @@ from speedflip.doctor import raise_on_failure, startup_checks
 from speedflip.env.action_forms import build_table
 from speedflip.env.actions import LookupTableAction
 from speedflip.env.obs import observation_size
+from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.train.checkpoint import CheckpointError
 from speedflip.train.metrics import JsonlSink, TensorBoardSink
 from speedflip.train.notify import post_milestone
@@ -168,6 +169,8 @@ def _loop(cfg: Config, trainer: Trainer, run_dir: Path, console: Console) -> int
                     next_eval = (trainer.global_step // eval_every + 1) * eval_every
                 record.update(trainer.matchmaker.metrics())
                 record["curriculum/stage"] = trainer.stage
+                if isinstance(trainer.env, RocketLeagueVecEnv):
+                    record["charts/nan_resets"] = trainer.env.total_nan_resets
                 record["charts/reward_phase"] = trainer.reward_phase
                 trainer.matchmaker.flush()
                 jsonl.write(record)
