@@ -261,7 +261,7 @@ class RocketLeagueVecEnv:
         reaches observations, rewards or the learner), the episode ends and the arena is reset; counted
         in ``total_nan_resets``."""
         finite = np.isfinite(state.ball).all(axis=(1, 2)) & np.isfinite(state.cars).all(axis=(1, 2, 3))
-        broken = ~finite
+        broken: Array = ~finite
         if broken.any():
             state.ball[broken] = 0.0
             state.cars[broken] = 0.0
