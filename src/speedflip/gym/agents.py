@@ -41,6 +41,7 @@ from speedflip.train.checkpoint import (
     optimizer_to_tensors,
     to_numpy_dict,
 )
+from speedflip.train.trainer import default_torch_threads
 
 EVAL_EPSILON = 0.05
 """DQN's exploration rate when evaluated with ``--stochastic``."""
@@ -211,7 +212,7 @@ class GymLearner(ABC):
             raise ValueError("a gym learner needs gym.env_id")
         self.cfg = cfg
         self.env_id: str = cfg.gym.env_id
-        torch.set_num_threads(cfg.run.torch_threads or os.cpu_count() or 1)
+        torch.set_num_threads(cfg.run.torch_threads or default_torch_threads(os.cpu_count() or 1))
         torch.manual_seed(cfg.run.seed)
         self.device_choice = resolve_device(cfg.run.device)
         self.device = self.device_choice.device
