@@ -24,7 +24,7 @@ train: venv
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow or ci"
 
 bench: venv
 	$(BIN)/speedflip bench --json bench.json

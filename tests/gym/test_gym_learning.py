@@ -18,6 +18,7 @@ RANDOM_RETURN = 22.0  # a uniformly random CartPole policy
 
 
 @pytest.mark.slow
+@pytest.mark.ci
 def test_ppo_solves_cartpole(tmp_path: Path) -> None:
     run, report = tmp_path / "cp", tmp_path / "eval.json"
     start = time.perf_counter()
