@@ -28,6 +28,7 @@ from speedflip.algos.normalize import ReturnNormalizer, RunningMeanStd
 from speedflip.algos.ppo import Batch, compute_gae, ppo_update
 from speedflip.collect import make_vec_env
 from speedflip.config import Config, ConfigError, config_to_dict
+from speedflip.device import resolve_device
 from speedflip.env.action_forms import action_mask, controls_from_continuous, controls_from_multi_discrete
 from speedflip.env.actions import NUM_CONTROLS
 from speedflip.env.episodes import episode_means
@@ -55,19 +56,6 @@ def default_torch_threads(cores: int) -> int:
     while they wait: measured on 2 cores with other processes running, 2 torch threads made
     collection 6x and the PPO update 5x slower than 1 thread (docs/performance.md)."""
     return max(1, cores // 2)
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` -> CUDA when it is present and works, else CPU."""
-    if name == "auto":
-        if torch.cuda.is_available():
-            try:
-                torch.zeros(1, device="cuda")
-                return torch.device("cuda")
-            except RuntimeError:
-                return torch.device("cpu")
-        return torch.device("cpu")
-    return torch.device(name)
 
 
 def config_hash(cfg: Config) -> str:
@@ -111,11 +99,12 @@ class Trainer:
         cores = os.cpu_count() or 1
         torch.set_num_threads(cfg.run.torch_threads or default_torch_threads(cores))
         torch.manual_seed(cfg.run.seed)
-        self.device = resolve_device(cfg.run.device)
+        choice = resolve_device(cfg.run.device)
+        self.device = choice.device
+        self.notes: list[str] = [choice.note] if choice.note else []
         self.stage = 0
         self.reward_phase = 0
         self.return_norm: ReturnNormalizer | None = None
-        self.notes: list[str] = []
         self._build_env()
         self.action_form = self.env_cfg.env.action_form
         self.model = ActorCritic(
