@@ -55,7 +55,10 @@ def _args(*args: str) -> Callable[[Path], list[str]]:
 
 # name -> (command builder, words the message must contain)
 CASES: dict[str, tuple[Callable[[Path], list[str]], list[str]]] = {
-    "unknown-preset": (_args("train", "--preset", "quik"), ["unknown preset 'quik'", "Available presets: 1v1,", "quick"]),
+    "unknown-preset": (
+        _args("train", "--preset", "quik"),
+        ["unknown preset 'quik'", "Available presets: 1v1,", "quick"],
+    ),
     "malformed-yaml": (_bad_yaml, ["not valid YAML", "line 3"]),
     "missing-config-file": (_args("train", "--config", "nope.yaml"), ["nope.yaml", "does not exist"]),
     "unknown-key": (_args("train", "--set", "ppo.lerning_rate=1e-3"), ["ppo.lerning_rate", "ppo.learning_rate"]),
