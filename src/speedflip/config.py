@@ -131,6 +131,9 @@ class EnvConfig(_Strict):
     )
     action_table: ActionTableConfig | None = Field(None, description="build the lookup table from bins instead")
     action_bins: int = Field(5, ge=2, le=11, description="multi_discrete: bins per analog control")
+    sticky_buttons_steps: int = Field(
+        0, ge=0, le=16, description="a pressed jump/boost/handbrake stays held this many steps (0 or 1 = off)"
+    )
     action_masking: bool = Field(False, description="table form: mask actions that cannot act in the state")
     reward_mode: Literal["sparse", "dense", "hybrid"] = Field(
         "hybrid", description="sparse: event components only; dense: shaping only; hybrid: both"

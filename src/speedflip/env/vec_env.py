@@ -124,6 +124,8 @@ class RocketLeagueVecEnv:
         self.total_agent_seconds = 0.0
         self.total_goals = 0
         self.total_nan_resets = 0  # arenas reset because their physics state held NaN/Inf
+        self.sticky_steps = cfg.sticky_buttons_steps
+        self.button_hold = np.zeros((K, C, 3), np.int64)  # steps a pressed button stays held
 
     @property
     def state(self) -> GameArrays:
@@ -143,6 +145,7 @@ class RocketLeagueVecEnv:
             self.arenas._read(k)
         state = self.arenas.state
         self.prev_controls[ids] = 0.0
+        self.button_hold[ids] = 0
         self.episode_ticks[ids] = 0
         self.ticks_since_touch[ids] = 0
         self.episode_returns[ids] = 0.0
@@ -195,6 +198,8 @@ class RocketLeagueVecEnv:
         K, C = self.num_arenas, self.num_cars
         idx = self.actions.check(actions, self.num_agents)
         prev_state = self.arenas.state.copy()
+        if self.sticky_steps > 1:
+            custom_controls = self._sticky(idx, custom_controls)
         if custom_controls is None:
             state = self.arenas.step(idx, self.actions.controls)
             applied = self.actions.table[idx]
@@ -255,6 +260,29 @@ class RocketLeagueVecEnv:
             episodes=episodes,
             goal_team=goal_team,
         )
+
+    def _sticky(self, idx: Array, custom: Array | None) -> Array | None:
+        """Sticky buttons: a pressed jump/boost/handbrake stays pressed for ``sticky_buttons_steps`` steps.
+
+        Agents whose held buttons change their table row are driven through the custom-controls path
+        (the table itself is never remapped); returns the custom controls to apply (or None)."""
+        requested = self.actions.table[idx]
+        if custom is not None:
+            rows = ~np.isnan(np.asarray(custom, np.float32)).all(axis=1)
+            requested = np.where(rows[:, None], np.asarray(custom, np.float32), requested)
+        hold = self.button_hold.reshape(self.num_agents, 3)
+        buttons = np.maximum(requested[:, 5:] > 0.5, hold > 0)
+        pressed = requested[:, 5:] > 0.5
+        hold[:] = np.where(pressed, self.sticky_steps - 1, np.maximum(hold - 1, 0))
+        changed = buttons != (self.actions.table[idx][:, 5:] > 0.5)
+        if custom is None and not changed.any():
+            return None
+        out = np.full((self.num_agents, NUM_CONTROLS), np.nan, np.float32)
+        use = changed.any(axis=1) if custom is None else (changed.any(axis=1) | rows)
+        final = requested.copy()
+        final[:, 5:] = buttons
+        out[use] = final[use]
+        return out
 
     def _quarantine_non_finite(self, state: GameArrays) -> Array:
         """``[K]`` arenas whose physics state holds NaN/Inf: their arrays are zeroed (nothing non-finite
