@@ -33,7 +33,7 @@ def bench_tables(paths: list[Path]) -> str:
         for r in runs:
             try:
                 value = get(r)
-            except KeyError:  # a result file from an older bench without this figure
+            except (KeyError, TypeError):  # a figure this result file does not have
                 value = None
             load = r["other_load_cores"].get(load_key) if load_key else None
             cell = f"{_n(value)} ({_pct(value, r['physics_agent_sps'])})"
@@ -52,16 +52,16 @@ def bench_tables(paths: list[Path]) -> str:
         "collect_inprocess")  # fmt: skip
     row("**collect**, worker processes", lambda r: r["collect_agent_sps_by_backend"]["multiprocess"],
         "collect_multiprocess")  # fmt: skip
-    row("collect, in-process, torch 1 thread", lambda r: r["collect_agent_sps_torch1_by_backend"]["inprocess"],
-        "collect_inprocess_torch1")  # fmt: skip
-    row("collect, workers, torch 1 thread", lambda r: r["collect_agent_sps_torch1_by_backend"]["multiprocess"],
-        "collect_multiprocess_torch1")  # fmt: skip
+    alt = "collect_agent_sps_alt_torch_by_backend"
+    row("collect, in-process, the other torch thread count", lambda r: r[alt]["inprocess"], "collect_inprocess_alt")
+    row("collect, workers, the other torch thread count", lambda r: r[alt]["multiprocess"], "collect_multiprocess_alt")
     row("collect, pipelined worker groups (not used by the trainer yet)", lambda r: r["collect_agent_sps_pipelined"],
         "collect_pipelined")  # fmt: skip
     row("collect at twice the arenas (auto backend)", lambda r: r["collect_agent_sps_2x_arenas"], "collect_2x_arenas")
     row("**train** end to end (auto backend)", lambda r: r["train_agent_sps"], "train")
     row("RLGym v2 loop + same inference", lambda r: r["rlgym_agent_sps"], "rlgym")
-    row("RLGym v2 loop + same inference, torch 1 thread", lambda r: r["rlgym_agent_sps_torch1"], "rlgym_torch1")
+    row("RLGym v2 loop + same inference, the other torch thread count", lambda r: r["rlgym_agent_sps_alt_torch"],
+        "rlgym_alt")  # fmt: skip
     row("RLGym v2 loop, env only", lambda r: r["rlgym_env_only_agent_sps"], "rlgym_env_only")
     out = ["Agent steps per second (share of the physics limit) [CPU cores other processes used meanwhile]:", ""]
     out += lines
@@ -106,7 +106,10 @@ def bench_tables(paths: list[Path]) -> str:
 
 def _label(r: dict[str, Any]) -> str:
     over = ", ".join(r["config"]["overrides"]) or "default config"
-    return f"{r['config']['team_size']} {r['config']['num_arenas']} arenas, {over}"
+    threads = r["machine"]["torch_threads"]
+    alt = r.get("torch_threads_alt")
+    other = f"; other count: {alt}" if alt else ""
+    return f"{r['config']['team_size']} {r['config']['num_arenas']} arenas, {over} (torch threads {threads}{other})"
 
 
 def scaling_tables(path: Path) -> str:

@@ -398,24 +398,26 @@ def measure_group(
 
     Every config gets a trainer (its env and policy) up front; then each round runs ``Trainer.collect``
     of every config for ``seconds / rounds`` (at least one rollout), with torch's thread count set
-    to the config's ``run.torch_threads`` before each. Returns ``{name: {"agent_sps", "other_load_cores",
+    to what the config's trainer chose before each. Returns ``{name: {"agent_sps", "other_load_cores",
     "backend", "workers", "arenas", "agents"}}``.
     """
     from speedflip.train.trainer import Trainer
 
     cores = os.cpu_count() or 1
     trainers: dict[str, Any] = {}
+    threads: dict[str, int] = {}  # torch threads as each trainer set them (run.torch_threads or its default)
     measures = {name: Measure(name) for name in configs}
     try:
         for name, cfg in configs.items():
             if say is not None:
                 say(f"building {name}")
             trainers[name] = Trainer(cfg)
+            threads[name] = torch.get_num_threads()
         for r in range(rounds):
             if say is not None:
                 say(f"round {r + 1}/{rounds}")
-            for name, cfg in configs.items():
-                torch.set_num_threads(cfg.run.torch_threads or cores)
+            for name in configs:
+                torch.set_num_threads(threads[name])
                 trainer = trainers[name]
                 _run_for(seconds / rounds, partial(_collect_once, trainer), measures[name], _worker_pids(trainer.env))
         out: dict[str, dict[str, Any]] = {}
@@ -429,7 +431,7 @@ def measure_group(
                 "arenas": cfg.env.num_arenas,
                 "agents": env.num_agents,
                 "team_size": f"{cfg.env.blue_size}v{cfg.env.orange_size}",
-                "torch_threads": cfg.run.torch_threads or cores,
+                "torch_threads": threads[name],
                 "physics_threads": cfg.run.num_threads or cores,
             }
         return out
@@ -467,14 +469,13 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     console = console or Console()
     cfg = _bench_config(opts.preset, opts.arenas, opts.overrides)
     cores = os.cpu_count() or 1
-    torch_threads = cfg.run.torch_threads or cores
     plan = choose_collector(cfg)
     K, C, skip = cfg.env.num_arenas, cfg.env.num_cars, cfg.env.tick_skip
     rounds = max(opts.rounds, 1)
     per_round = opts.seconds / rounds
     say = console.log
     say(f"bench: preset {opts.preset} ({cfg.env.blue_size}v{cfg.env.orange_size}), {K} arenas, {cores} cores, "
-        f"torch threads {torch_threads}, {opts.seconds:g} s per measurement over {rounds} rounds")  # fmt: skip
+        f"{opts.seconds:g} s per measurement over {rounds} rounds")  # fmt: skip
 
     # --- memory: RSS growth while building arenas (RocketSim and its meshes are loaded first)
     init_rocketsim(cfg.env.meshes_dir)
@@ -493,6 +494,15 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     say("building the collectors: in-process, multi-process, training, twice the arenas")
     watch, mp_watch = Stopwatch(), Stopwatch()
     ip = Trainer(_with(cfg, collector="inprocess"))
+    # torch threads as the trainer sets them (run.torch_threads, or the trainer's default), and the
+    # other natural choice (1 if that is more, else every core), measured alongside
+    torch_threads = torch.get_num_threads()
+    alt_threads = 1 if torch_threads != 1 else cores
+    has_alt = alt_threads != torch_threads
+    say(
+        f"torch threads: {torch_threads} (the trainer's choice)"
+        + (f", also measured with {alt_threads}" if has_alt else "")
+    )
     ip_env = ip.env
     assert isinstance(ip_env, RocketLeagueVecEnv)
     instrument(ip_env, "step", "env_step", watch)
@@ -524,8 +534,8 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
             rlgym_rss = (after - before) / K
 
     m = {name: Measure(name) for name in (
-        "physics", "physics_1thread", "collect_inprocess", "collect_multiprocess", "collect_inprocess_torch1",
-        "collect_multiprocess_torch1", "rlgym", "rlgym_torch1", "rlgym_env_only", "collect_2x_arenas", "train",
+        "physics", "physics_1thread", "collect_inprocess", "collect_multiprocess", "collect_inprocess_alt",
+        "collect_multiprocess_alt", "rlgym", "rlgym_alt", "rlgym_env_only", "collect_2x_arenas", "train",
         "env_only_inprocess", "env_only_multiprocess", "collect_pipelined",
     )}  # fmt: skip
     learn_seconds = 0.0
@@ -554,12 +564,12 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
             _run_for(per_round, partial(_collect_once, ip), m["collect_inprocess"])
             _run_for(per_round, partial(_collect_once, mp), m["collect_multiprocess"], _worker_pids(mp_env))
             watch.enabled = mp_watch.enabled = False
-            if torch_threads != 1:
-                torch.set_num_threads(1)
-                _run_for(per_round, partial(_collect_once, ip), m["collect_inprocess_torch1"])
-                _run_for(per_round, partial(_collect_once, mp), m["collect_multiprocess_torch1"], _worker_pids(mp_env))
+            if has_alt:
+                torch.set_num_threads(alt_threads)
+                _run_for(per_round, partial(_collect_once, ip), m["collect_inprocess_alt"])
+                _run_for(per_round, partial(_collect_once, mp), m["collect_multiprocess_alt"], _worker_pids(mp_env))
                 if rlgym is not None:
-                    _run_for(per_round, partial(rlgym.step, True), m["rlgym_torch1"])
+                    _run_for(per_round, partial(rlgym.step, True), m["rlgym_alt"])
                 torch.set_num_threads(torch_threads)
             if pipelined is not None:
                 torch.set_num_threads(1)
@@ -599,7 +609,6 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
         out["learn"] = learn_seconds * 1e6 / max(m["train"].steps, 1)
         return out
 
-    torch1 = torch_threads != 1
     memory: dict[str, Any] = {
         "inprocess_mb_per_arena": (rss1 - rss0) / K / 2**20 if rss0 is not None and rss1 is not None else None,
         "inprocess_env_mb_per_arena_at_2x": (rss2 - rss1) / (2 * K) / 2**20
@@ -650,15 +659,18 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
             "inprocess": m["collect_inprocess"].sps,
             "multiprocess": m["collect_multiprocess"].sps,
         },
-        "collect_agent_sps_torch1_by_backend": {
-            "inprocess": m["collect_inprocess_torch1"].sps if torch1 else m["collect_inprocess"].sps,
-            "multiprocess": m["collect_multiprocess_torch1"].sps if torch1 else m["collect_multiprocess"].sps,
-        },
+        "torch_threads_alt": alt_threads if has_alt else None,
+        "collect_agent_sps_alt_torch_by_backend": {
+            "inprocess": m["collect_inprocess_alt"].sps,
+            "multiprocess": m["collect_multiprocess_alt"].sps,
+        }
+        if has_alt
+        else None,
         "collect_agent_sps_pipelined": m["collect_pipelined"].sps if pipelined is not None else None,
         "train_agent_sps": m["train"].sps,
         "train_learn_seconds": learn_seconds,
         "rlgym_agent_sps": rl,
-        "rlgym_agent_sps_torch1": (m["rlgym_torch1"].sps if torch1 else rl) if rlgym is not None else None,
+        "rlgym_agent_sps_alt_torch": m["rlgym_alt"].sps if rlgym is not None and has_alt else None,
         "rlgym_env_only_agent_sps": m["rlgym_env_only"].sps if rlgym is not None else None,
         "env_only_agent_sps_by_backend": {
             "inprocess": m["env_only_inprocess"].sps,
@@ -674,9 +686,8 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
             "rlgym": ratio(rl, phys),
         },
         "collect_vs_rlgym": ratio(auto_collect.sps, rl),
-        "collect_vs_rlgym_torch1": ratio(
-            m[f"collect_{plan.backend}_torch1" if torch1 else f"collect_{plan.backend}"].sps,
-            (m["rlgym_torch1"].sps if torch1 else rl) if rlgym is not None else None,
+        "collect_vs_rlgym_alt_torch": ratio(
+            m[f"collect_{plan.backend}_alt"].sps, m["rlgym_alt"].sps if rlgym is not None and has_alt else None
         ),
         "breakdown_ms_per_1000_agent_steps": {
             "inprocess": breakdown(watch.totals, m["collect_inprocess"]),
@@ -726,19 +737,21 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         table.add_column(col, justify="left" if col == "measurement" else "right")
     workers = r["workers"]
     by_backend = r["collect_agent_sps_by_backend"]
-    torch1 = r["collect_agent_sps_torch1_by_backend"]
+    alt = r["collect_agent_sps_alt_torch_by_backend"] or {"inprocess": None, "multiprocess": None}
+    alt_threads = r["torch_threads_alt"]
     rows = [
         ("physics limit (all cores, raw Arena.step)", phys, "physics"),
         ("physics, one thread", r["physics_agent_sps_1thread"], "physics_1thread"),
         ("collect: in-process threads", by_backend["inprocess"], "collect_inprocess"),
         (f"collect: {workers} worker processes", by_backend["multiprocess"], "collect_multiprocess"),
-        ("collect: in-process threads, torch 1 thread", torch1["inprocess"], "collect_inprocess_torch1"),
-        (f"collect: {workers} worker processes, torch 1 thread", torch1["multiprocess"], "collect_multiprocess_torch1"),
+        (f"collect: in-process threads, torch threads {alt_threads}", alt["inprocess"], "collect_inprocess_alt"),
+        (f"collect: {workers} worker processes, torch threads {alt_threads}", alt["multiprocess"],
+         "collect_multiprocess_alt"),
         ("collect: pipelined worker groups (not used by the trainer yet)", r["collect_agent_sps_pipelined"],
          "collect_pipelined"),
         (f"train end to end ({r['auto_backend']})", r["train_agent_sps"], "train"),
         ("RLGym v2 loop + same inference", r["rlgym_agent_sps"], "rlgym"),
-        ("RLGym v2 loop + same inference, torch 1 thread", r["rlgym_agent_sps_torch1"], "rlgym_torch1"),
+        (f"RLGym v2 loop + same inference, torch threads {alt_threads}", r["rlgym_agent_sps_alt_torch"], "rlgym_alt"),
         ("speedflip env only (random actions): in-process", r["env_only_agent_sps_by_backend"]["inprocess"],
          "env_only_inprocess"),
         (f"speedflip env only (random actions): {workers} workers", r["env_only_agent_sps_by_backend"]["multiprocess"],
