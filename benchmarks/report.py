@@ -78,7 +78,7 @@ def bench_tables(paths: list[Path]) -> str:
         "learn": "PPO update",
     }
     cols = [(r, b) for r in runs for b in r["breakdown_ms_per_1000_agent_steps"]]
-    out.append("| part | " + " | ".join(f"{b} ({_label(r)})" for r, b in cols) + " |")
+    out.append("| part | " + " | ".join(f"{b}, torch threads {r['machine']['torch_threads']}" for r, b in cols) + " |")
     out.append("|---" * (len(cols) + 1) + "|")
     for key in parts:
         cells = []
