@@ -6,6 +6,7 @@ Controls are ordered ``throttle, steer, pitch, yaw, roll, jump, boost, handbrake
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import RocketSim as rsim
@@ -106,22 +107,33 @@ def validate_table(table: Array) -> TableCoverage:
             "action table has no neutral row (all eight controls 0): a bot must be able to do nothing; add one"
         )
 
+    return table_coverage(table)
+
+
+def coverage_fields(table: Array) -> dict[str, Any]:
+    """The :class:`TableCoverage` fields of a table (no validation)."""
+
     def uniq(col: int) -> tuple[float, ...]:
         return tuple(float(v) for v in np.unique(table[:, col]))
 
     aerial = (table[:, 2] != 0) | (table[:, 4] != 0) | (table[:, 5] != 0)
-    return TableCoverage(
-        num_actions=int(table.shape[0]),
-        throttle_values=uniq(0),
-        steer_values=uniq(1),
-        pitch_values=uniq(2),
-        yaw_values=uniq(3),
-        roll_values=uniq(4),
-        has_neutral=bool(np.any(np.all(table == 0.0, axis=1))),
-        num_ground=int((~aerial).sum()),
-        num_aerial=int(aerial.sum()),
-        num_flips=int((table[:, 5] == 1).sum()),
-    )
+    return {
+        "num_actions": int(table.shape[0]),
+        "throttle_values": uniq(0),
+        "steer_values": uniq(1),
+        "pitch_values": uniq(2),
+        "yaw_values": uniq(3),
+        "roll_values": uniq(4),
+        "has_neutral": bool(np.any(np.all(table == 0.0, axis=1))),
+        "num_ground": int((~aerial).sum()),
+        "num_aerial": int(aerial.sum()),
+        "num_flips": int((table[:, 5] == 1).sum()),
+    }
+
+
+def table_coverage(table: Array) -> TableCoverage:
+    """What a table covers (no validation; :func:`validate_table` checks first)."""
+    return TableCoverage(**coverage_fields(table))
 
 
 class LookupTableAction:

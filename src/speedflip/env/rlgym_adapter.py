@@ -58,7 +58,7 @@ import numpy as np
 from speedflip._types import Array
 from speedflip.config import ConfigError
 from speedflip.env import layout as L
-from speedflip.env.actions import NUM_CONTROLS, LookupTableAction, TableCoverage
+from speedflip.env.actions import NUM_CONTROLS, LookupTableAction, TableCoverage, coverage_fields
 from speedflip.env.vec_env import StepResult
 
 if TYPE_CHECKING:
@@ -199,24 +199,7 @@ class RLGymActionTable(LookupTableAction):
 
 
 def _coverage(table: Array, parser: str, fixed_table: bool) -> RLGymCoverage:
-    def uniq(col: int) -> tuple[float, ...]:
-        return tuple(float(v) for v in np.unique(table[:, col]))
-
-    aerial = (table[:, 2] != 0) | (table[:, 4] != 0) | (table[:, 5] != 0)
-    return RLGymCoverage(
-        num_actions=int(table.shape[0]),
-        throttle_values=uniq(0),
-        steer_values=uniq(1),
-        pitch_values=uniq(2),
-        yaw_values=uniq(3),
-        roll_values=uniq(4),
-        has_neutral=bool(np.any(np.all(table == 0.0, axis=1))),
-        num_ground=int((~aerial).sum()),
-        num_aerial=int(aerial.sum()),
-        num_flips=int((table[:, 5] == 1).sum()),
-        parser=parser,
-        fixed_table=fixed_table,
-    )
+    return RLGymCoverage(**coverage_fields(table), parser=parser, fixed_table=fixed_table)
 
 
 def _is_gym_discrete(space: Any) -> bool:
