@@ -246,6 +246,28 @@ class RunConfig(_Strict):
         0, ge=0, description="worker processes of the multiprocess collector; 0 = auto (one per CPU core)"
     )
     milestone_replays: bool = Field(True, description="record a 30 s replay vs the rule bot at every milestone")
+    amp: bool = Field(
+        False, description="mixed precision (torch.amp autocast + GradScaler) on CUDA; ignored with a note on CPU"
+    )
+    compile: bool = Field(False, description="torch.compile the network; falls back to eager with a note if it fails")
+    overlap_collection: bool = Field(
+        False,
+        description="collect the next rollout while the PPO update runs (one policy version behind; "
+        "the version lag is logged as perf/policy_lag)",
+    )
+    worker_timeout_seconds: float = Field(
+        60.0, gt=0, description="a collection worker silent this long is declared hung and restarted"
+    )
+    max_worker_restarts: int = Field(
+        5, ge=0, description="worker restarts allowed within restart_window_seconds before the run stops"
+    )
+    restart_window_seconds: float = Field(600.0, gt=0, description="window for max_worker_restarts")
+    max_nonfinite_updates: int = Field(
+        3, ge=1, description="updates in a row with NaN/Inf loss or gradients before the last good weights are restored"
+    )
+    max_nonfinite_restores: int = Field(
+        3, ge=1, description="restores of the last good weights in a row before the run stops with a diagnosis"
+    )
     owner: str = Field(default_factory=lambda: _os_user())
     tensorboard: bool = True
 
