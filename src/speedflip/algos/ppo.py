@@ -6,6 +6,7 @@ Shapes: ``T`` steps per rollout, ``N`` agents. A *terminated* step (a goal) has 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,6 +14,7 @@ import torch
 from torch import nn
 
 from speedflip._types import Array
+from speedflip.accel import GradientStep
 from speedflip.config import PPOConfig
 from speedflip.models.mlp import ActorCritic
 
@@ -103,40 +105,77 @@ def ppo_losses(
     return loss, parts
 
 
+LossFn = Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]
+
+
+def minibatch_epochs(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    num_items: int,
+    per_minibatch: int,
+    loss_fn: LossFn,
+    cfg: PPOConfig,
+    generator: torch.Generator,
+    step: GradientStep | None = None,
+) -> dict[str, float]:
+    """``update_epochs`` passes over shuffled minibatches of ``per_minibatch`` of ``num_items`` items
+    (rows, or whole sequences for recurrent PPO); ``loss_fn(idx)`` gives the loss and its parts.
+
+    A minibatch whose loss or gradients are NaN/Inf is skipped (the weights are left as they were)
+    and counted in ``nonfinite_minibatches``; its parts are not averaged into the metrics.
+    Stops early when an epoch's mean approximate KL exceeds ``cfg.target_kl``.
+    """
+    step = step or GradientStep(torch.device("cpu"))
+    device = next(model.parameters()).device
+    totals: dict[str, float] = {}
+    updates = 0
+    skipped = 0
+    stopped_early = 0.0
+    for _ in range(cfg.update_epochs):
+        order = torch.randperm(num_items, generator=generator, device="cpu").to(device)
+        epoch_kl = []
+        for start in range(0, num_items - per_minibatch + 1, per_minibatch):
+            with step.autocast():
+                loss, parts = loss_fn(order[start : start + per_minibatch])
+            result = step(loss, optimizer, model.parameters(), cfg.max_grad_norm)
+            if not result.applied:
+                skipped += 1
+                continue
+            values = {key: float(value) for key, value in parts.items()}
+            values["grad_norm"] = result.grad_norm
+            for key, value in values.items():
+                totals[key] = totals.get(key, 0.0) + value
+            epoch_kl.append(values["approx_kl"])
+            updates += 1
+        if cfg.target_kl is not None and epoch_kl and float(np.mean(epoch_kl)) > cfg.target_kl:
+            stopped_early = 1.0
+            break
+    metrics = {key: value / max(updates, 1) for key, value in totals.items()}
+    metrics["minibatch_updates"] = float(updates)
+    metrics["nonfinite_minibatches"] = float(skipped)
+    metrics["stopped_early"] = stopped_early
+    return metrics
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
+    """``1 - Var(returns - values) / Var(returns)`` (NaN when the returns are constant)."""
+    y_pred, y_true = values.float().cpu().numpy(), returns.float().cpu().numpy()
+    var_y = float(np.var(y_true))
+    return float("nan") if var_y == 0 else 1.0 - float(np.var(y_true - y_pred)) / var_y
+
+
 def ppo_update(
     model: ActorCritic,
     optimizer: torch.optim.Optimizer,
     batch: Batch,
     cfg: PPOConfig,
     generator: torch.Generator,
+    step: GradientStep | None = None,
 ) -> dict[str, float]:
     """``update_epochs`` passes of shuffled minibatches over ``batch``; returns mean metrics."""
-    totals: dict[str, float] = {}
-    updates = 0
-    stopped_early = 0.0
-    n = len(batch)
-    for _ in range(cfg.update_epochs):
-        order = torch.randperm(n, generator=generator, device="cpu").to(batch.obs.device)
-        epoch_kl = []
-        for start in range(0, n - cfg.minibatch_size + 1, cfg.minibatch_size):
-            idx = order[start : start + cfg.minibatch_size]
-            loss, parts = ppo_losses(model, batch, idx, cfg)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-            optimizer.step()
-            parts["grad_norm"] = grad_norm.detach()
-            for key, value in parts.items():
-                totals[key] = totals.get(key, 0.0) + float(value)
-            epoch_kl.append(float(parts["approx_kl"]))
-            updates += 1
-        if cfg.target_kl is not None and epoch_kl and float(np.mean(epoch_kl)) > cfg.target_kl:
-            stopped_early = 1.0
-            break
-    metrics = {key: value / max(updates, 1) for key, value in totals.items()}
-    y_pred, y_true = batch.values.cpu().numpy(), batch.returns.cpu().numpy()
-    var_y = float(np.var(y_true))
-    metrics["explained_variance"] = float("nan") if var_y == 0 else 1.0 - float(np.var(y_true - y_pred)) / var_y
-    metrics["minibatch_updates"] = float(updates)
-    metrics["stopped_early"] = stopped_early
+    metrics = minibatch_epochs(
+        model, optimizer, len(batch), cfg.minibatch_size,
+        lambda idx: ppo_losses(model, batch, idx, cfg), cfg, generator, step,
+    )  # fmt: skip
+    metrics["explained_variance"] = explained_variance(batch.values, batch.returns)
     return metrics

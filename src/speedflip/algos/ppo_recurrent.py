@@ -21,11 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
-import numpy as np
 import torch
-from torch import nn
 
-from speedflip.algos.ppo import Batch, ppo_losses
+from speedflip.accel import GradientStep
+from speedflip.algos.ppo import Batch, explained_variance, minibatch_epochs, ppo_losses
 from speedflip.config import PPOConfig
 from speedflip.models.mlp import ActorCritic
 from speedflip.models.recurrent import RecurrentActorCritic
@@ -106,6 +105,7 @@ def recurrent_ppo_update(
     cfg: PPOConfig,
     sequence_length: int,
     generator: torch.Generator,
+    step: GradientStep | None = None,
 ) -> dict[str, float]:
     """``update_epochs`` passes over shuffled minibatches of whole sequences; returns mean metrics.
 
@@ -114,31 +114,8 @@ def recurrent_ppo_update(
     seqs = rollout.sequences(sequence_length)
     num_seqs = int(seqs.actions.shape[1])
     per_batch = min(num_seqs, max(1, cfg.minibatch_size // sequence_length))
-    totals: dict[str, float] = {}
-    updates = 0
-    stopped_early = 0.0
-    for _ in range(cfg.update_epochs):
-        order = torch.randperm(num_seqs, generator=generator, device="cpu").to(seqs.obs.device)
-        epoch_kl = []
-        for start in range(0, num_seqs - per_batch + 1, per_batch):
-            idx = order[start : start + per_batch]
-            loss, parts = sequence_losses(model, seqs, idx, cfg)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-            optimizer.step()
-            parts["grad_norm"] = grad_norm.detach()
-            for key, value in parts.items():
-                totals[key] = totals.get(key, 0.0) + float(value)
-            epoch_kl.append(float(parts["approx_kl"]))
-            updates += 1
-        if cfg.target_kl is not None and epoch_kl and float(np.mean(epoch_kl)) > cfg.target_kl:
-            stopped_early = 1.0
-            break
-    metrics = {key: value / max(updates, 1) for key, value in totals.items()}
-    y_pred, y_true = rollout.values.cpu().numpy(), rollout.returns.cpu().numpy()
-    var_y = float(np.var(y_true))
-    metrics["explained_variance"] = float("nan") if var_y == 0 else 1.0 - float(np.var(y_true - y_pred)) / var_y
-    metrics["minibatch_updates"] = float(updates)
-    metrics["stopped_early"] = stopped_early
+    metrics = minibatch_epochs(
+        model, optimizer, num_seqs, per_batch, lambda idx: sequence_losses(model, seqs, idx, cfg), cfg, generator, step
+    )
+    metrics["explained_variance"] = explained_variance(rollout.values, rollout.returns)
     return metrics

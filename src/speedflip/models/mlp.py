@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import nn
@@ -49,16 +51,23 @@ class ActorCritic(nn.Module):
         self.head = make_head(head, num_actions, bins)
         self.policy = mlp(obs_dim, policy_layers, self.head.out_dim, out_gain=0.01)
         self.critic = mlp(obs_dim, critic_layers, 1, out_gain=1.0)
+        # Callables used in place of self.policy / self.critic (torch.compile wrappers sharing their
+        # parameters; see speedflip.accel.compile_networks). A plain dict: not registered as submodules,
+        # so state dicts and checkpoints do not change.
+        self.compiled: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
+
+    def _policy(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.compiled["policy"](obs) if "policy" in self.compiled else self.policy(obs)  # type: ignore[no-any-return]
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
-        value: torch.Tensor = self.critic(obs)
+        value: torch.Tensor = self.compiled["critic"](obs) if "critic" in self.compiled else self.critic(obs)
         return value.squeeze(-1)
 
     def act(
         self, obs: torch.Tensor, deterministic: bool = False, mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample actions; returns ``(actions, log_probs, values)``."""
-        params = self.policy(obs)
+        params = self._policy(obs)
         actions = self.head.sample(params, mask, deterministic)
         log_prob, _ = self.head.log_prob_entropy(params, actions, mask)
         return actions, log_prob, self.value(obs)
@@ -67,7 +76,7 @@ class ActorCritic(nn.Module):
         self, obs: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Log-probabilities and entropy of ``actions`` and the values; ``(log_probs, entropy, values)``."""
-        log_prob, entropy = self.head.log_prob_entropy(self.policy(obs), actions, mask)
+        log_prob, entropy = self.head.log_prob_entropy(self._policy(obs), actions, mask)
         return log_prob, entropy, self.value(obs)
 
     def num_parameters(self) -> int:

@@ -1,0 +1,100 @@
+"""Mixed precision, ``torch.compile`` and guarded optimizer steps, one place for every algorithm.
+
+- :class:`GradientStep` does backward, gradient clipping and the optimizer step. With AMP on CUDA it
+  scales the loss (``torch.amp.GradScaler('cuda')``); a step whose loss or gradients are NaN/Inf is
+  skipped (the weights stay as they were) and reported, so callers can count and react.
+- :func:`compile_networks` wraps networks with ``torch.compile`` and runs one forward to prove it
+  works; any failure falls back to eager mode with a note (compilers are missing on many machines).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+
+@dataclass
+class StepResult:
+    """What one guarded optimizer step did."""
+
+    grad_norm: float
+    applied: bool  # False: NaN/Inf loss or gradients, the step was skipped
+
+
+@dataclass
+class GradientStep:
+    """Backward + clip + step, with optional AMP. Build with :func:`make_gradient_step`."""
+
+    device: torch.device
+    amp: bool = False
+    notes: list[str] = field(default_factory=list)
+    scaler: torch.amp.GradScaler | None = None
+
+    @contextlib.contextmanager
+    def autocast(self) -> Iterator[None]:
+        """Forward passes of the loss run under this (float16 autocast on CUDA when AMP is on)."""
+        if self.amp:
+            with torch.autocast(device_type="cuda", dtype=torch.float16):
+                yield
+        else:
+            yield
+
+    def __call__(
+        self, loss: torch.Tensor, optimizer: torch.optim.Optimizer, params: Iterable[nn.Parameter], max_grad_norm: float
+    ) -> StepResult:
+        params = list(params)
+        optimizer.zero_grad(set_to_none=True)
+        if not bool(torch.isfinite(loss.detach())):
+            return StepResult(float("nan"), False)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.unscale_(optimizer)
+            grad_norm = nn.utils.clip_grad_norm_(params, max_grad_norm)
+            finite = bool(torch.isfinite(grad_norm))
+            self.scaler.step(optimizer)  # skips the step itself when gradients overflowed
+            self.scaler.update()
+            # Overflow under AMP is routine (the scaler skipped the step and lowers its scale), so it
+            # is not reported as a fault; only a non-finite loss is.
+            return StepResult(float(grad_norm) if finite else float("nan"), True)
+        loss.backward()
+        grad_norm = nn.utils.clip_grad_norm_(params, max_grad_norm)
+        if not bool(torch.isfinite(grad_norm)):
+            optimizer.zero_grad(set_to_none=True)
+            return StepResult(float(grad_norm), False)
+        optimizer.step()
+        return StepResult(float(grad_norm), True)
+
+
+def make_gradient_step(device: torch.device, amp: bool) -> GradientStep:
+    """AMP only where it helps and is supported (CUDA); elsewhere a note says it is off."""
+    if amp and device.type != "cuda":
+        return GradientStep(device, False, [f"run.amp is for CUDA devices; training on {device} in float32"])
+    if amp:
+        scaler = torch.amp.GradScaler("cuda")
+        return GradientStep(device, True, ["mixed precision: float16 autocast + GradScaler"], scaler)
+    return GradientStep(device, False)
+
+
+def compile_networks(networks: dict[str, nn.Module], example: torch.Tensor, notes: list[str]) -> dict[str, nn.Module]:
+    """``torch.compile`` each network and run it once on ``example``; the eager ones on any failure.
+
+    The compiled wrappers share parameters with the originals, so state dicts and checkpoints are
+    unchanged whichever is used.
+    """
+    compiled: dict[str, nn.Module] = {}
+    try:
+        for name, net in networks.items():
+            fn = torch.compile(net, dynamic=True)
+            with torch.no_grad():
+                fn(example)
+            compiled[name] = fn  # type: ignore[assignment]
+    except Exception as err:  # any compiler failure means: run eagerly
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        notes.append(f"torch.compile failed ({type(err).__name__}: {first[:160]}); running eagerly")
+        return dict(networks)
+    notes.append("torch.compile: networks compiled")
+    return compiled
