@@ -6,11 +6,13 @@ for all agents per step, and all of their experience trains it.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ import yaml
 
 from speedflip import __version__
 from speedflip._types import Array
+from speedflip.accel import compile_networks, make_gradient_step
 from speedflip.algos.normalize import ReturnNormalizer, RunningMeanStd
 from speedflip.algos.ppo import Batch, compute_gae, ppo_update
 from speedflip.collect import make_vec_env
@@ -33,6 +36,7 @@ from speedflip.env.action_forms import action_mask, controls_from_continuous, co
 from speedflip.env.actions import NUM_CONTROLS
 from speedflip.env.episodes import episode_means
 from speedflip.env.vec_env import RocketLeagueVecEnv, StepResult
+from speedflip.errors import RunStoppedError
 from speedflip.models.mlp import ActorCritic
 from speedflip.selfplay.league import REFERENCE_PLAYER, append_games
 from speedflip.selfplay.match import OBS_KEYS, match_env_config, play_match, summarize
@@ -77,6 +81,10 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+class TrainingDivergedError(RunStoppedError):
+    """NaN/Inf losses or gradients persisted through restores of the last good weights."""
+
+
 @dataclass
 class RolloutStats:
     collect_seconds: float
@@ -88,6 +96,8 @@ class RolloutStats:
     reward_means: dict[str, float]
     reward_per_step: float
     episode_metrics: dict[str, float | None] = field(default_factory=dict)  # env.episodes.episode_means
+    discarded_rollouts: int = 0  # rollouts thrown away because a collection worker was restarted
+    policy_version: int = 0  # the update count of the weights that acted in this rollout
 
 
 class Trainer:
@@ -116,8 +126,28 @@ class Trainer:
             bins=self.env_cfg.env.action_bins,
         ).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.ppo.learning_rate, eps=1e-5)
+        self.gradient_step = make_gradient_step(self.device, cfg.run.amp)
+        self.notes += self.gradient_step.notes
+        if cfg.run.compile:
+            example = torch.zeros(8, self.env.obs_dim, device=self.device)
+            nets = {"policy": self.model.policy, "critic": self.model.critic}
+            self.model.compiled.update(compile_networks(nets, example, self.notes))
         self.generator = torch.Generator().manual_seed(cfg.run.seed + 1)
         self.obs_rms = RunningMeanStd((self.env.obs_dim,))
+        # numerical guards: the last weights an update left finite, and the bad-update counters
+        self._good_weights = self._snapshot_weights()
+        self.nonfinite_updates_in_row = 0
+        self.nonfinite_restores_in_row = 0
+        self.total_nonfinite_updates = 0
+        self.total_weight_restores = 0
+        self.total_discarded_rollouts = 0
+        self.last_nonfinite_reason = ""
+        # overlap of collection and learning (run.overlap_collection)
+        self.overlap = cfg.run.overlap_collection
+        self._pending: tuple[Batch, Array] | None = None  # collected, not trained on yet
+        self._pending_metrics: dict[str, float] = {}
+        self._update_error: BaseException | None = None
+        self.actor: ActorCritic | None = None  # the weights acting while the model trains (overlap mode)
         self.global_step = 0
         self.iteration = 0
         self.last_eval: dict[str, float | None] = {}
@@ -170,9 +200,6 @@ class Trainer:
         return self.cfg.curriculum.stages[self.stage].name if self.cfg.curriculum.enabled else "main"
 
     # ------------------------------------------------------------------ helpers
-    def _normalize(self, obs: Array) -> Array:
-        return self.obs_rms.normalize(obs) if self.cfg.ppo.normalize_obs else obs
-
     def _tensor(self, array: Array) -> torch.Tensor:
         return torch.as_tensor(array, device=self.device)
 
@@ -183,9 +210,67 @@ class Trainer:
         return self.cfg.ppo.learning_rate * frac
 
     # ------------------------------------------------------------------ collect
-    @torch.no_grad()
     def collect(self) -> tuple[Batch, Array, RolloutStats]:
-        """Run ``num_steps`` steps in every arena; returns the batch, the raw observations and stats."""
+        """Run ``num_steps`` steps in every arena; returns the batch, the raw observations and stats.
+
+        A rollout during which a collection worker was restarted is discarded (the restarted arenas
+        were cut mid-episode, their steps would mix two worlds) and collected again; the count is in
+        ``stats.discarded_rollouts``. In overlap mode (``run.overlap_collection``) the update of the
+        previous rollout runs in a background thread meanwhile, and a copy of the weights from before
+        that update acts: the rollout is one policy version behind the weights that train on it.
+        """
+        thread: threading.Thread | None = None
+        model, rms = self.model, self.obs_rms
+        if self.overlap and self._pending is not None:
+            model, rms = self._acting_copy()
+            pending, self._pending = self._pending, None
+            thread = threading.Thread(target=self._background_update, args=pending, name="ppo-update", daemon=True)
+            thread.start()
+        version = self.iteration
+        discarded = 0
+        try:
+            while True:
+                restarts = self.env.worker_restarts
+                batch, raw_obs, stats = self._collect_rollout(model, rms)
+                if self.env.worker_restarts == restarts:
+                    break
+                discarded += 1
+                if discarded > self.cfg.run.max_worker_restarts + 1:
+                    raise RunStoppedError(
+                        f"{discarded} rollouts in a row were cut by collection-worker restarts; check "
+                        "`speedflip doctor` and free memory, or use run.collector=inprocess"
+                    )
+        finally:
+            if thread is not None:
+                thread.join()
+        if self._update_error is not None:
+            error, self._update_error = self._update_error, None
+            raise error
+        self.global_step += stats.steps
+        stats.discarded_rollouts = discarded
+        stats.policy_version = version
+        self.total_discarded_rollouts += discarded
+        return batch, raw_obs, stats
+
+    def _acting_copy(self) -> tuple[ActorCritic, RunningMeanStd]:
+        """A copy of the current weights and observation statistics that acts while the model trains."""
+        if self.actor is None:
+            self.actor = ActorCritic(
+                self.env.obs_dim, self.env.num_actions, self.cfg.ppo.policy_layers, self.cfg.ppo.critic_layers,
+                head=HEAD_FOR_FORM[self.action_form], bins=self.env_cfg.env.action_bins,
+            ).to(self.device)  # fmt: skip
+        self.actor.load_state_dict(self.model.state_dict())
+        rms = RunningMeanStd((self.env.obs_dim,))
+        rms.load_state_dict(self.obs_rms.state_dict())
+        return self.actor, rms
+
+    @torch.no_grad()
+    def _collect_rollout(self, model: ActorCritic, rms: RunningMeanStd) -> tuple[Batch, Array, RolloutStats]:
+        """One rollout acted by ``model`` with observations normalized by ``rms``."""
+
+        def normalize(obs: Array) -> Array:
+            return rms.normalize(obs) if self.cfg.ppo.normalize_obs else obs
+
         cols = self.matchmaker.learner_cols
         T, N, D = self.cfg.ppo.num_steps, len(cols), self.env.obs_dim
         assert self.return_norm is not None
@@ -215,14 +300,14 @@ class Trainer:
         raw_reward_sum = 0.0
         start = time.perf_counter()
         for t in range(T):
-            normalized = self._normalize(self.obs)
+            normalized = normalize(self.obs)
             raw_obs[t] = self.obs[cols]
             obs_buf[t] = normalized[cols]
             mask = None
             if masks is not None and isinstance(self.env, RocketLeagueVecEnv):
                 mask = action_mask(self.env.state, self.car_teams, self.env.actions.table)
                 masks[t] = mask[cols]
-            action, log_prob, value = self.model.act(
+            action, log_prob, value = model.act(
                 self._tensor(normalized), mask=None if mask is None else self._tensor(mask)
             )
             chosen = action.cpu().numpy()
@@ -248,20 +333,19 @@ class Trainer:
                 rewards[t] = step_rewards
             if truncated[t].any():
                 rows = np.flatnonzero(truncated[t])
-                final = self._tensor(self._normalize(result.final_obs[cols[rows]]))
-                truncation_values[t, rows] = self.model.value(final).cpu().numpy()
+                final = self._tensor(normalize(result.final_obs[cols[rows]]))
+                truncation_values[t, rows] = model.value(final).cpu().numpy()
             for episode in result.episodes:
                 episode_returns.append(episode["return"])
                 episode_lengths.append(episode["length_seconds"])
                 finished.append(episode)
             self.obs = result.obs
-        last_values = self.model.value(self._tensor(self._normalize(self.obs[cols]))).cpu().numpy()
+        last_values = model.value(self._tensor(normalize(self.obs[cols]))).cpu().numpy()
         advantages, returns = compute_gae(
             rewards, values, terminated, truncated, truncation_values, last_values,
             self.cfg.ppo.gamma, self.cfg.ppo.gae_lambda,
         )  # fmt: skip
         collect_seconds = time.perf_counter() - start
-        self.global_step += T * N
         game_minutes = max(self.env.total_agent_seconds - seconds0, 1e-9) / 60.0
         stats = RolloutStats(
             collect_seconds=collect_seconds,
@@ -300,15 +384,85 @@ class Trainer:
 
     # ------------------------------------------------------------------ update
     def update(self, batch: Batch, raw_obs: Array | None = None) -> dict[str, float]:
-        """One PPO update on ``batch``; then fold the rollout's raw observations into the normalizer."""
+        """One PPO update on ``batch``; then fold the rollout's raw observations into the normalizer.
+
+        In overlap mode the batch is kept for the next :meth:`collect`, which trains on it in the
+        background; the metrics returned are those of the update that finished last (empty at first).
+        """
+        if self.overlap:
+            self._pending = (batch, raw_obs if raw_obs is not None else np.zeros((0, self.env.obs_dim), np.float32))
+            metrics, self._pending_metrics = self._pending_metrics, {}
+            return metrics
+        return self._update_now(batch, raw_obs)
+
+    def finish_pending_update(self) -> None:
+        """Train on the rollout waiting for the next collect (overlap mode) so a checkpoint includes it."""
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            self._pending_metrics = self._update_now(*pending)
+
+    def _background_update(self, batch: Batch, raw_obs: Array) -> None:
+        try:
+            self._pending_metrics = self._update_now(batch, raw_obs)
+        except BaseException as err:  # handed to the main thread, raised at the end of collect()
+            self._update_error = err
+
+    def _update_now(self, batch: Batch, raw_obs: Array | None) -> dict[str, float]:
         for group in self.optimizer.param_groups:
             group["lr"] = self.learning_rate()
-        metrics = ppo_update(self.model, self.optimizer, batch, self.cfg.ppo, self.generator)
-        if raw_obs is not None and self.cfg.ppo.normalize_obs:
+        start = time.perf_counter()
+        bad_inputs = nonfinite_fields(batch)
+        if bad_inputs:
+            metrics: dict[str, float] = {"nonfinite_minibatches": float("nan")}
+            reason = f"the rollout itself holds NaN/Inf in {', '.join(bad_inputs)}"
+        else:
+            metrics = ppo_update(self.model, self.optimizer, batch, self.cfg.ppo, self.generator, self.gradient_step)
+            reason = None
+            if metrics["nonfinite_minibatches"] > 0:
+                reason = f"NaN/Inf loss or gradients in {metrics['nonfinite_minibatches']:.0f} minibatches"
+            if not weights_finite(self.model):
+                reason = "the weights became NaN/Inf"
+        self._guard(reason)
+        if reason is None and raw_obs is not None and raw_obs.size and self.cfg.ppo.normalize_obs:
             self.obs_rms.update(raw_obs.reshape(-1, raw_obs.shape[-1]))
         self.iteration += 1
         metrics["learning_rate"] = self.learning_rate()
+        metrics["update_seconds"] = time.perf_counter() - start
         return metrics
+
+    def _snapshot_weights(self) -> dict[str, Any]:
+        return {
+            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            "optimizer": copy.deepcopy(self.optimizer.state_dict()),
+        }
+
+    def _guard(self, reason: str | None) -> None:
+        """Count bad updates; restore the last good weights after ``max_nonfinite_updates`` in a row;
+        stop the run when ``max_nonfinite_restores`` restores in a row did not help."""
+        if reason is None:
+            self.nonfinite_updates_in_row = 0
+            self.nonfinite_restores_in_row = 0
+            self._good_weights = self._snapshot_weights()
+            return
+        self.total_nonfinite_updates += 1
+        self.nonfinite_updates_in_row += 1
+        self.last_nonfinite_reason = reason
+        poisoned = not weights_finite(self.model)
+        if self.nonfinite_updates_in_row < self.cfg.run.max_nonfinite_updates and not poisoned:
+            return  # this update's bad minibatches were skipped; the weights are still the good ones
+        self.model.load_state_dict(self._good_weights["model"])
+        self.optimizer.load_state_dict(copy.deepcopy(self._good_weights["optimizer"]))
+        self.nonfinite_updates_in_row = 0
+        self.nonfinite_restores_in_row += 1
+        self.total_weight_restores += 1
+        if self.nonfinite_restores_in_row >= self.cfg.run.max_nonfinite_restores:
+            raise TrainingDivergedError(
+                f"training diverged at step {self.global_step:,}: {reason}, and {self.nonfinite_restores_in_row} "
+                "restores of the last good weights in a row did not help. The model now holds the last good "
+                "weights. Likely causes: a learning rate too high (ppo.learning_rate="
+                f"{self.cfg.ppo.learning_rate:g}), reward weights giving huge or NaN rewards (see rewards/* in "
+                "metrics.jsonl), NaN observations from a custom component. Fix the cause, then resume."
+            )
 
     # ------------------------------------------------------------------ checkpoints
     def to_checkpoint(self, extra_meta: dict[str, Any] | None = None) -> Checkpoint:
@@ -354,6 +508,7 @@ class Trainer:
         return Checkpoint(model_state, opt_tensors, opt_meta, state, meta)
 
     def save(self, checkpoints_dir: Path, extra_meta: dict[str, Any] | None = None) -> Path:
+        self.finish_pending_update()
         return save_checkpoint(
             checkpoints_dir, self.global_step, self.to_checkpoint(extra_meta), self.cfg.run.keep_checkpoints
         )
@@ -383,12 +538,14 @@ class Trainer:
         self.env.set_rng_state(ckpt.meta["numpy_rng"])
         self.global_step = int(ckpt.meta["global_step"])
         self.iteration = int(ckpt.meta["iteration"])
+        self._good_weights = self._snapshot_weights()
 
     # ------------------------------------------------------------------ between iterations
     def milestone(self, extra_meta: dict[str, Any] | None = None) -> Path | None:
         """A full snapshot under ``milestones/<stage>/<step>/`` (kept forever); it joins the pool."""
         if self.run_dir is None:
             return None
+        self.finish_pending_update()
         folder = self.run_dir / "milestones" / self.stage_name
         path = save_checkpoint(folder, self.global_step, self.to_checkpoint(extra_meta), keep=10**9)
         self.matchmaker.add_snapshot(path)
@@ -485,8 +642,20 @@ class Trainer:
         return f"curriculum: stage '{stage.name}' -> '{self.stage_name}' ({'; '.join(reasons)})"
 
     def close(self) -> None:
+        self._pending = None  # a rollout not trained on is dropped like an unfinished episode
         self.matchmaker.flush()
         self.env.close()
+
+
+def nonfinite_fields(batch: Batch) -> list[str]:
+    """Names of the batch's float tensors that hold NaN or Inf."""
+    fields = {"obs": batch.obs, "log_probs": batch.log_probs, "values": batch.values,
+              "advantages": batch.advantages, "returns": batch.returns}  # fmt: skip
+    return [name for name, tensor in fields.items() if not bool(torch.isfinite(tensor).all())]
+
+
+def weights_finite(model: torch.nn.Module) -> bool:
+    return all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
 HEAD_FOR_FORM = {"table": "categorical", "continuous": "gaussian", "multi_discrete": "multi_discrete"}
@@ -565,9 +734,16 @@ def summarize_iteration(
         **{f"charts/{name}": value for name, value in stats.episode_metrics.items()},
         "perf/sps": stats.steps / max(total_seconds, 1e-9),
         "perf/collect_sps": stats.steps / max(stats.collect_seconds, 1e-9),
-        "perf/learn_sps": stats.steps / max(learn_seconds, 1e-9),
+        "perf/learn_sps": stats.steps / max(metrics.get("update_seconds", learn_seconds), 1e-9),
         "perf/collect_seconds": stats.collect_seconds,
-        "perf/learn_seconds": learn_seconds,
+        "perf/learn_seconds": metrics.get("update_seconds", learn_seconds),
+        "perf/policy_version": stats.policy_version,
+        "perf/policy_lag": 1 if trainer.overlap else 0,
+        "health/worker_restarts": trainer.env.worker_restarts,
+        "health/discarded_rollouts": trainer.total_discarded_rollouts,
+        "health/nonfinite_updates": trainer.total_nonfinite_updates,
+        "health/weight_restores": trainer.total_weight_restores,
+        "health/nonfinite_minibatches": metrics.get("nonfinite_minibatches"),
     }
     for key in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm",
                 "explained_variance"):  # fmt: skip
