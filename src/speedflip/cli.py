@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "train":
             from speedflip.gym.cli import resolve_train_config
 
+            if args.config is not None and Path(args.config).is_dir():
+                raise ConfigError(f"config file '{args.config}' is a directory; pass a YAML file to --config")
             cfg, default_dir, notes = resolve_train_config(args.preset, args.config, args.set, args.env, args.algo)
             for note in notes:
                 console.print(f"note: {note}", soft_wrap=True)
@@ -212,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as err:
         Console(stderr=True).print(Text.assemble(("error: ", "bold red"), str(err)))
         return 2
+    except KeyboardInterrupt:  # before training installed its own handler (or after it finished)
+        Console(stderr=True).print("interrupted; nothing was left half-written (checkpoints are saved atomically)")
+        return 130
     return 0
 
 

@@ -7,13 +7,19 @@ Layout of ``checkpoints/<global_step>/``::
     state.safetensors       normalizers and torch RNG states
     meta.json               counters, numpy RNG state, run metadata, SHA-256 of every file above
 
-A checkpoint is first written to a hidden temporary folder, flushed to disk, then renamed into
-place, so a crash mid-save never leaves a half-written ``<global_step>/`` folder behind. Nothing
-pickled is ever written or read.
+A checkpoint is first written to a hidden temporary folder, every file and the folder flushed to
+disk (fsync), then renamed into place and the parent folder flushed, so a crash or power loss
+mid-save never leaves a half-written ``<global_step>/`` folder behind. ``meta.json`` carries a
+checksum of itself as well, so a damaged meta is detected like a damaged tensor file. A failed save
+(disk full, quota, file-size limit, read-only disk) removes its temporary folder, leaves the earlier
+checkpoints as they were and raises :class:`CheckpointError` with the cause and the fix. Tensors
+holding NaN/Inf are never saved. Loading hashes the very bytes it deserializes, so what is loaded is
+what was verified. Nothing pickled is ever written or read.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -25,13 +31,19 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors import SafetensorError
+from safetensors.torch import load as load_bytes
+from safetensors.torch import save as save_bytes
 
 from speedflip._types import Array
 from speedflip.train.jsonsafe import dumps
 
 FORMAT_VERSION = 1
 TENSOR_FILES = ("model.safetensors", "optimizer.safetensors", "state.safetensors")
+META_CHECKSUM_KEY = "meta_sha256"
+SAVE_DELAY_ENV = "SPEEDFLIP_FAULT_SAVE_DELAY"
+"""Test hook of the fault-injection suite: seconds to sleep after a checkpoint's files are written and
+before its folder is renamed into place (widens the window in which a kill lands mid-save)."""
 
 
 class CheckpointError(RuntimeError):
@@ -49,20 +61,19 @@ class Checkpoint:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+def _meta_digest(meta: dict[str, Any]) -> str:
+    """SHA-256 of ``meta`` (without its own checksum) in a canonical JSON form."""
+    body = {k: v for k, v in meta.items() if k != META_CHECKSUM_KEY}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _write_synced(path: Path, data: bytes) -> None:
+    """Write ``data`` to a new file and fsync it before returning."""
+    with path.open("xb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _fsync_dir(path: Path) -> None:
@@ -76,6 +87,45 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+_WRITE_ERRORS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EFBIG: "a file would exceed the file-size limit (ulimit -f)",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+}
+
+
+def describe_write_error(err: OSError) -> str:
+    """A short cause for an ``OSError`` raised while writing (``the disk is full (No space left ...)``)."""
+    cause = _WRITE_ERRORS.get(err.errno or 0)
+    detail = err.strerror or str(err)
+    return f"{cause} ({detail})" if cause else detail
+
+
+def _save_error(final: Path, err: OSError) -> CheckpointError:
+    where = final.parent
+    return CheckpointError(
+        f"could not save checkpoint '{final}': {describe_write_error(err)}. The unfinished files were removed "
+        f"and the earlier checkpoints in '{where}' are intact. Free space on that disk (or raise the quota / "
+        "file-size limit, or fix its permissions), or copy the run directory to another disk and point "
+        "--run-dir there; then run the same command to resume from the last checkpoint."
+    )
+
+
+def check_finite(ckpt: Checkpoint) -> None:
+    """Raise :class:`CheckpointError` if a model or optimizer tensor holds NaN or Inf."""
+    for part, tensors in (("model", ckpt.model), ("optimizer", ckpt.optimizer_tensors)):
+        for name, tensor in tensors.items():
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                raise CheckpointError(
+                    f"refusing to save NaN/Inf: {part} tensor '{name}' has non-finite values (training "
+                    "diverged). Nothing was written; the earlier checkpoints are intact. Resume from the last "
+                    "one, e.g. with a lower ppo.learning_rate or ppo.max_grad_norm."
+                )
 
 
 def optimizer_to_tensors(state: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -103,37 +153,54 @@ def optimizer_from_tensors(tensors: dict[str, torch.Tensor], meta: dict[str, Any
 
 
 def save_checkpoint(checkpoints_dir: Path, step: int, ckpt: Checkpoint, keep: int) -> Path:
-    """Write ``checkpoints_dir/<step>/`` atomically and keep only the newest ``keep`` checkpoints."""
-    checkpoints_dir.mkdir(parents=True, exist_ok=True)
+    """Write ``checkpoints_dir/<step>/`` atomically and keep only the newest ``keep`` checkpoints.
+
+    Raises :class:`CheckpointError` (nothing written, earlier checkpoints intact) when the state holds
+    NaN/Inf or the disk refuses the write (full, quota, file-size limit, read-only, permissions).
+    """
+    check_finite(ckpt)
     final = checkpoints_dir / str(step)
-    if final.exists():
-        try:
-            verify_checkpoint(final)
-            return final  # never overwrite a good checkpoint
-        except CheckpointError:
-            # a damaged folder at this step (e.g. the one a resume skipped): keep it aside, save anew
-            final.rename(checkpoints_dir / f".corrupt-{step}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
-    tmp = checkpoints_dir / f".tmp-{step}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
     try:
-        save_file(ckpt.model, str(tmp / "model.safetensors"))
-        save_file(ckpt.optimizer_tensors, str(tmp / "optimizer.safetensors"))
-        save_file(ckpt.state_tensors, str(tmp / "state.safetensors"))
-        (tmp / "optimizer.json").write_text(dumps(ckpt.optimizer_meta))
-        files = [*TENSOR_FILES, "optimizer.json"]
+        checkpoints_dir.mkdir(parents=True, exist_ok=True)
+        if final.exists():
+            try:
+                verify_checkpoint(final)
+                return final  # never overwrite a good checkpoint
+            except CheckpointError:
+                # a damaged folder at this step (e.g. the one a resume skipped): keep it aside, save anew
+                final.rename(checkpoints_dir / f".corrupt-{step}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+        tmp = checkpoints_dir / f".tmp-{step}-{os.getpid()}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+    except OSError as err:
+        raise _save_error(final, err) from err
+    try:
+        contents = {
+            "model.safetensors": save_bytes(ckpt.model),
+            "optimizer.safetensors": save_bytes(ckpt.optimizer_tensors),
+            "state.safetensors": save_bytes(ckpt.state_tensors),
+            "optimizer.json": dumps(ckpt.optimizer_meta).encode(),
+        }
+        for name, data in contents.items():
+            _write_synced(tmp / name, data)
         meta = dict(ckpt.meta)
         meta["format_version"] = FORMAT_VERSION
         meta["global_step"] = step
         meta["saved_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        meta["sha256"] = {name: _sha256(tmp / name) for name in files}
-        (tmp / "meta.json").write_text(dumps(meta, indent=2))
-        for name in [*files, "meta.json"]:
-            _fsync_file(tmp / name)
+        meta["sha256"] = {name: hashlib.sha256(data).hexdigest() for name, data in contents.items()}
+        meta = json.loads(dumps(meta))  # the JSON-safe form, as a reader will see it
+        meta[META_CHECKSUM_KEY] = _meta_digest(meta)
+        _write_synced(tmp / "meta.json", dumps(meta, indent=2).encode())
         _fsync_dir(tmp)
+        delay = os.environ.get(SAVE_DELAY_ENV)
+        if delay:
+            time.sleep(float(delay))
         os.replace(tmp, final)
         _fsync_dir(checkpoints_dir)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _save_error(final, err) from err
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -168,42 +235,63 @@ def _rotate(checkpoints_dir: Path, keep: int, protect: Path) -> None:
 
 
 def read_meta(path: Path) -> dict[str, Any]:
+    """The parsed ``meta.json`` of a checkpoint folder (format checked, not yet the checksums)."""
     meta_path = path / "meta.json"
     if not meta_path.is_file():
         raise CheckpointError(f"{path}: meta.json is missing (partial checkpoint)")
     try:
-        meta = json.loads(meta_path.read_text())
+        meta = json.loads(meta_path.read_bytes().decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise CheckpointError(f"{path}: meta.json is corrupt ({err})") from None
+    except OSError as err:
+        raise CheckpointError(f"{path}: meta.json cannot be read ({err.strerror or err})") from None
     if not isinstance(meta, dict) or meta.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(f"{path}: unknown checkpoint format (expected format_version {FORMAT_VERSION})")
     return meta
 
 
-def verify_checkpoint(path: Path) -> dict[str, Any]:
-    """Check every file against the checksums in meta.json; returns the meta."""
+def _read_verified(path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """The meta and the bytes of every checksummed file, each hashed as read."""
     meta = read_meta(path)
     sums = meta.get("sha256")
     if not isinstance(sums, dict) or not sums:
         raise CheckpointError(f"{path}: meta.json has no checksums")
+    stored = meta.get(META_CHECKSUM_KEY)
+    if stored is not None and stored != _meta_digest(meta):  # absent in checkpoints of older versions
+        raise CheckpointError(f"{path}: meta.json does not match its checksum (modified or damaged)")
+    contents: dict[str, bytes] = {}
     for name, expected in sums.items():
         file = path / name
         if not file.is_file():
             raise CheckpointError(f"{path}: {name} is missing")
-        if _sha256(file) != expected:
+        try:
+            data = file.read_bytes()
+        except OSError as err:
+            raise CheckpointError(f"{path}: {name} cannot be read ({err.strerror or err})") from None
+        if hashlib.sha256(data).hexdigest() != expected:
             raise CheckpointError(f"{path}: {name} does not match its checksum (truncated or modified)")
+        contents[name] = data
+    return meta, contents
+
+
+def verify_checkpoint(path: Path) -> dict[str, Any]:
+    """Check meta.json and every file against their checksums; returns the meta."""
+    meta, _ = _read_verified(path)
     return meta
 
 
 def load_checkpoint(path: Path) -> Checkpoint:
-    """Verify and load a checkpoint folder."""
-    meta = verify_checkpoint(path)
+    """Verify and load a checkpoint folder (the bytes deserialized are the bytes verified)."""
+    meta, contents = _read_verified(path)
+    missing = [name for name in (*TENSOR_FILES, "optimizer.json") if name not in contents]
+    if missing:
+        raise CheckpointError(f"{path}: meta.json lists no checksum for {', '.join(missing)}")
     try:
-        model = load_file(str(path / "model.safetensors"))
-        optimizer_tensors = load_file(str(path / "optimizer.safetensors"))
-        state_tensors = load_file(str(path / "state.safetensors"))
-        optimizer_meta = json.loads((path / "optimizer.json").read_text())
-    except (OSError, ValueError, RuntimeError) as err:  # safetensors raises these on bad data
+        model = load_bytes(contents["model.safetensors"])
+        optimizer_tensors = load_bytes(contents["optimizer.safetensors"])
+        state_tensors = load_bytes(contents["state.safetensors"])
+        optimizer_meta = json.loads(contents["optimizer.json"].decode("utf-8"))
+    except (SafetensorError, ValueError, RuntimeError) as err:  # bad data despite a matching checksum
         raise CheckpointError(f"{path}: cannot be read ({err})") from None
     return Checkpoint(model, optimizer_tensors, optimizer_meta, state_tensors, meta)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,9 +18,49 @@ class RunDirError(RuntimeError):
 
 @dataclass
 class ResumePlan:
+    """Where a run starts: the checkpoint to load (None = fresh), the checkpoints skipped and why, the
+    folder an old run was moved to (``--new``), and notes on leftovers of interrupted saves."""
+
     checkpoint: Path | None
     skipped: list[str] = field(default_factory=list)
     archived_to: Path | None = None
+    leftovers: list[str] = field(default_factory=list)
+
+
+_TMP_NAME = re.compile(r"^\.tmp-(\d+)-(\d+)$")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def interrupted_saves(checkpoints_dir: Path) -> list[str]:
+    """Notes on ``.tmp-<step>-<pid>`` folders left by saves whose process is gone (killed mid-save).
+
+    They were never renamed into place, so they are not checkpoints and are never loaded. They are
+    left where they are (nothing in a run directory is deleted behind the user's back); the note says
+    they are safe to delete. A folder whose process still runs is a save in progress and not reported.
+    """
+    notes: list[str] = []
+    if not checkpoints_dir.is_dir():
+        return notes
+    for entry in sorted(checkpoints_dir.iterdir()):
+        match = _TMP_NAME.match(entry.name)
+        if match is None or not entry.is_dir() or _pid_alive(int(match.group(2))):
+            continue
+        notes.append(
+            f"'{entry}' is the unfinished save of step {match.group(1)} by process {match.group(2)}, which "
+            "stopped mid-save; it was never a checkpoint, is ignored and can be deleted"
+        )
+    return notes
 
 
 def compat_signature(
@@ -34,16 +76,18 @@ def compat_signature(
     }
 
 
-def _ensure_writable(run_dir: Path) -> None:
+def _ensure_writable(folder: Path, what: str = "run directory") -> None:
+    if folder.exists() and not folder.is_dir():
+        raise RunDirError(f"{what} '{folder}' is a file, not a folder. Choose another path with --run-dir.")
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        probe = run_dir / f".write-test-{time.time_ns()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}-{time.time_ns()}"
         probe.write_text("ok")
         probe.unlink()
     except OSError as err:
         raise RunDirError(
-            f"run directory '{run_dir}' is not writable ({err.strerror}). Choose another with --run-dir "
-            "or fix its permissions."
+            f"{what} '{folder}' is not writable ({err.strerror or err}); nothing was started. Choose another "
+            "with --run-dir, or fix its permissions / free space / remount it read-write."
         ) from None
 
 
@@ -56,6 +100,8 @@ def prepare_run_dir(run_dir: Path, compat: dict[str, Any], new: bool) -> ResumeP
     """
     archived = None
     run_dir = run_dir.resolve()
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunDirError(f"run directory '{run_dir}' is a file, not a folder. Choose another path with --run-dir.")
     if new and run_dir.exists() and any(run_dir.iterdir()):
         archived = run_dir.with_name(f"{run_dir.name}-archived-{time.strftime('%Y%m%d-%H%M%S')}")
         try:
@@ -63,10 +109,11 @@ def prepare_run_dir(run_dir: Path, compat: dict[str, Any], new: bool) -> ResumeP
         except OSError as err:
             raise RunDirError(f"cannot move the old run '{run_dir}' aside for --new: {err}") from None
     _ensure_writable(run_dir)
-    (run_dir / "checkpoints").mkdir(exist_ok=True)
+    _ensure_writable(run_dir / "checkpoints", "checkpoint folder")
+    leftovers = interrupted_saves(run_dir / "checkpoints")
     found = list_checkpoints(run_dir / "checkpoints")
     if not found:
-        return ResumePlan(None, archived_to=archived)
+        return ResumePlan(None, archived_to=archived, leftovers=leftovers)
     skipped: list[str] = []
     mismatches: list[str] = []
     for path in found:
@@ -81,7 +128,7 @@ def prepare_run_dir(run_dir: Path, compat: dict[str, Any], new: bool) -> ResumeP
             mismatches.append(f"{path.name} ({'; '.join(diff)})")
             skipped.append(f"{path}: incompatible with the current config ({'; '.join(diff)})")
             continue
-        return ResumePlan(path, skipped, archived)
+        return ResumePlan(path, skipped, archived, leftovers)
     if mismatches:
         raise RunDirError(
             f"run directory '{run_dir}' holds checkpoints of a different setup: {', '.join(mismatches)}. "
