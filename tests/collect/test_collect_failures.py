@@ -1,4 +1,7 @@
-"""A collector worker that fails is reported with its error, quickly, and never hangs the parent."""
+"""A collector worker that fails is reported with its error, quickly, and never hangs the parent.
+
+These run without supervision (``max_worker_restarts=0``); restarts: test_collect_supervision.py.
+"""
 
 from __future__ import annotations
 
@@ -28,7 +31,10 @@ def shm_exists(name: str) -> bool:
 
 
 def started(num_arenas: int = 4, workers: int = 2, timeout: float = 20.0) -> MultiProcessVecEnv:
-    env = MultiProcessVecEnv(EnvConfig(num_arenas=num_arenas), seed=0, num_workers=workers, timeout=timeout)
+    """A collector without supervision (max_worker_restarts=0): the first failure raises."""
+    env = MultiProcessVecEnv(
+        EnvConfig(num_arenas=num_arenas), seed=0, num_workers=workers, timeout=timeout, max_worker_restarts=0
+    )
     env.reset()
     return env
 

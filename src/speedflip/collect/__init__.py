@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 if TYPE_CHECKING:
     from speedflip.collect.base import VecEnv
@@ -78,13 +78,23 @@ def make_vec_env(cfg: Config, seed: int | None = None) -> VecEnv:
     if cfg.env.rlgym is not None:
         from speedflip.env.rlgym_adapter import make_rlgym_vec_env
 
-        return make_rlgym_vec_env(cfg, seed)
+        vec = make_rlgym_vec_env(cfg, seed)
+        # Stopgap until RLGymVecEnv declares `worker_restarts: int = 0` itself (env/rlgym_adapter.py):
+        # it runs in this process and never restarts workers.
+        vec.worker_restarts = 0  # type: ignore[attr-defined]
+        return cast("VecEnv", vec)
     plan = choose_collector(cfg)
     if plan.backend == "multiprocess":
         from speedflip.collect.multiprocess import MultiProcessVecEnv
 
         return MultiProcessVecEnv(
-            cfg.env, seed=seed, num_workers=plan.num_workers, threads_per_worker=plan.physics_threads
+            cfg.env,
+            seed=seed,
+            num_workers=plan.num_workers,
+            threads_per_worker=plan.physics_threads,
+            timeout=cfg.run.worker_timeout_seconds,
+            max_worker_restarts=cfg.run.max_worker_restarts,
+            restart_window_seconds=cfg.run.restart_window_seconds,
         )
     from speedflip.env.vec_env import RocketLeagueVecEnv
 

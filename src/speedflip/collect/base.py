@@ -22,6 +22,9 @@ class VecEnv(Protocol):
     obs_dim: int
     num_actions: int
     actions: LookupTableAction
+    # collection workers restarted after a failure so far (always 0 without worker processes); a
+    # rollout during which it changed holds cut episodes and should be discarded
+    worker_restarts: int
 
     @property
     def total_touches(self) -> int: ...

@@ -48,6 +48,8 @@ class StepResult:
 class RocketLeagueVecEnv:
     """Self-play soccar over ``num_arenas`` arenas of ``blue_size`` vs ``orange_size`` cars."""
 
+    worker_restarts: int = 0  # the VecEnv interface: no worker processes, nothing to restart
+
     def __init__(self, cfg: EnvConfig, seed: int = 0, num_threads: int = 1, arena_offset: int = 0) -> None:
         if arena_offset < 0:
             raise ValueError("arena_offset must be >= 0")
