@@ -259,3 +259,57 @@ def test_set_indexes_lists() -> None:
     assert cfg.env.reward_phases[0].until_steps == 10_000_000
     with pytest.raises(ConfigError, match=r"'env.reward_phases' is a list of 4 items; use an index 0..3"):
         resolve_config("phases", overrides=["env.reward_phases.9.until_steps=1"])
+
+
+# ---------------------------------------------------------------------- hardening (fault-tolerance issue)
+@pytest.mark.parametrize(
+    ("override", "key", "text"),
+    [
+        ("env.rewards.goal=.nan", "env.rewards", "'goal' is nan"),
+        ("env.rewards.touch=.inf", "env.rewards", "'touch' is inf"),
+        ("env.state_setters.kickoff=.nan", "env.state_setters", "finite"),
+        ("ppo.ent_coef=.inf", "ppo.ent_coef", "NaN and Inf are not allowed"),
+        ("ppo.learning_rate=.nan", "ppo.learning_rate", "bad value nan"),
+        ("env.timeout_seconds=.inf", "env.timeout_seconds", "finite"),
+        ("selfplay.k_factor=.nan", "selfplay.k_factor", "bad value nan"),
+        ("ppo.gamma=0", "ppo.gamma", "greater than 0"),
+        ("run.seed=4294967296", "run.seed", "less than or equal to 4294967295"),
+        ("ppo.policy_layers=[100000]", "ppo.policy_layers", "at most 65536"),
+        ("recurrent.encoder_layers=[0]", "recurrent.encoder_layers", "positive integers"),
+        ("dqn.batch_size=200000", "dqn", "batch_size (200000) is larger than buffer_size (100000)"),
+        ("run.owner=", "run.owner", "at least 1 character"),
+    ],
+)
+def test_new_ranges_and_finite_numbers(override: str, key: str, text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_config("quick", overrides=[override])
+    message = str(info.value)
+    assert f"key '{key}'" in message and text in message, message
+
+
+def test_reward_phases_must_be_able_to_advance() -> None:
+    phases = [
+        {"name": "a", "rewards": {"touch": 1.0}},  # no until_*: phase b could never start
+        {"name": "b", "rewards": {"goal": 1.0}},
+    ]
+    message = _error({"env": {"reward_phases": phases}})
+    assert "key 'env.reward_phases'" in message and "reward phase 'a' is not the last one" in message
+    phases[0]["until_steps"] = 1000
+    assert build_config({"env": {"reward_phases": phases}}).env.reward_phases[0].until_steps == 1000
+    assert "at least 1 character" in _error({"env": {"reward_phases": [{"name": "", "rewards": {}}]}})
+
+
+def test_curriculum_stage_names_are_unique() -> None:
+    stages = [
+        {"name": "s", "blue_size": 1, "orange_size": 1, "until_steps": 100},
+        {"name": "s", "blue_size": 2, "orange_size": 2},
+    ]
+    message = _error({"curriculum": {"enabled": True, "stages": stages}})
+    assert "key 'curriculum.stages'" in message and "stage names must be unique" in message
+
+
+def test_gym_env_kwargs_may_hold_any_number() -> None:
+    cfg = build_config(
+        {"gym": {"env_id": "CartPole-v1", "env_kwargs": {"limit": float("inf")}}, "ppo": {"minibatch_size": 64}}
+    )
+    assert cfg.gym.env_kwargs["limit"] == float("inf")

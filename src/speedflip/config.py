@@ -9,12 +9,21 @@ from __future__ import annotations
 import copy
 import difflib
 import getpass
+import math
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from speedflip.env.rewards import REWARD_COMPONENTS
 from speedflip.env.states import MECHANICS_SETTERS, STATE_SETTERS, check_setter_options
@@ -24,8 +33,48 @@ class ConfigError(ValueError):
     """A configuration that cannot be used; the message says what is wrong and how to fix it."""
 
 
+MAX_LAYER_WIDTH = 65_536
+
+
+def _non_finite(value: Any, path: str = "") -> str | None:
+    """The path (``""`` for ``value`` itself) of the first NaN/Inf number inside ``value``, else None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    items: list[tuple[str, Any]] = []
+    if isinstance(value, dict):
+        items = [(str(k), v) for k, v in value.items()]
+    elif isinstance(value, (list, tuple)):
+        items = [(str(i), v) for i, v in enumerate(value)]
+    for key, item in items:
+        found = _non_finite(item, f"{path}.{key}" if path else key)
+        if found is not None:
+            return found
+    return None
+
+
+def _check_layers(v: list[int], example: str, allow_empty: bool = False) -> list[int]:
+    if (not v and not allow_empty) or any(not 1 <= w <= MAX_LAYER_WIDTH for w in v):
+        empty = "a list" if allow_empty else "a non-empty list"
+        raise ValueError(
+            f"layer sizes must be {empty} of positive integers (at most {MAX_LAYER_WIDTH} each), e.g. {example}"
+        )
+    return v
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("*", mode="after", check_fields=False)
+    @classmethod
+    def _finite_numbers(cls, v: Any, info: ValidationInfo) -> Any:
+        """NaN and Inf are never valid settings (a NaN weight or rate silently poisons training)."""
+        if info.field_name == "env_kwargs":  # passed to gymnasium.make as they are
+            return v
+        where = _non_finite(v)
+        if where is not None:
+            inner = f" ('{where}' is {_non_finite_value(v, where)})" if where else ""
+            raise ValueError(f"numbers must be finite, NaN and Inf are not allowed{inner}")
+        return v
 
 
 class ActionTableConfig(_Strict):
@@ -49,7 +98,7 @@ class RewardPhase(_Strict):
     """A named reward weight set; the next phase starts at ``until_steps`` or when ``until_metric``
     (a metrics.jsonl key such as ``charts/touches_per_minute``) reaches ``until_value``."""
 
-    name: str
+    name: str = Field(min_length=1)
     rewards: dict[str, float]
     until_steps: int | None = Field(None, ge=1)
     until_metric: str | None = None
@@ -177,6 +226,17 @@ class EnvConfig(_Strict):
         check_setter_options(v)
         return v
 
+    @field_validator("reward_phases")
+    @classmethod
+    def _phases_advance(cls, v: list[RewardPhase]) -> list[RewardPhase]:
+        for phase in v[:-1]:
+            if phase.until_steps is None and phase.until_metric is None:
+                raise ValueError(
+                    f"reward phase '{phase.name}' is not the last one but has no until_steps or until_metric: "
+                    "the phases after it would never start"
+                )
+        return v
+
     @model_validator(mode="after")
     def _mechanics_phase_exists(self) -> EnvConfig:
         phases = len(self.reward_phases)
@@ -204,7 +264,7 @@ class PPOConfig(_Strict):
     update_epochs: int = Field(3, ge=1, le=100)
     learning_rate: float = Field(3e-4, gt=0, le=1)
     anneal_lr: bool = Field(False, description="linearly decay the learning rate to 0 over total_steps")
-    gamma: float = Field(0.99, ge=0, le=1)
+    gamma: float = Field(0.99, gt=0, le=1)
     gae_lambda: float = Field(0.95, ge=0, le=1)
     clip_coef: float = Field(0.2, gt=0)
     clip_vloss: bool = False
@@ -221,9 +281,7 @@ class PPOConfig(_Strict):
     @field_validator("policy_layers", "critic_layers")
     @classmethod
     def _layers(cls, v: list[int]) -> list[int]:
-        if not v or any(w < 1 for w in v):
-            raise ValueError("layer sizes must be a non-empty list of positive integers, e.g. [256, 256]")
-        return v
+        return _check_layers(v, "[256, 256]")
 
 
 class RunConfig(_Strict):
@@ -232,7 +290,7 @@ class RunConfig(_Strict):
     total_steps: int = Field(5_000_000, ge=1, description="agent steps to train for")
     checkpoint_interval_steps: int = Field(250_000, ge=1, description="agent steps between checkpoints")
     keep_checkpoints: int = Field(5, ge=1, description="rolling checkpoints kept (newest)")
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, le=2**32 - 1)
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")
     num_threads: int = Field(0, ge=0, description="physics threads; 0 = one per CPU core")
     torch_threads: int = Field(0, ge=0, description="torch intra-op threads; 0 = half the CPU cores (at least 1)")
@@ -268,7 +326,7 @@ class RunConfig(_Strict):
     max_nonfinite_restores: int = Field(
         3, ge=1, description="restores of the last good weights in a row before the run stops with a diagnosis"
     )
-    owner: str = Field(default_factory=lambda: _os_user())
+    owner: str = Field(default_factory=lambda: _os_user(), min_length=1)
     tensorboard: bool = True
 
 
@@ -297,7 +355,7 @@ class SelfPlayConfig(_Strict):
 class StageConfig(_Strict):
     """One curriculum stage; the next stage starts when any of its ``until_*`` conditions holds."""
 
-    name: str
+    name: str = Field(min_length=1)
     blue_size: int = Field(1, ge=1, le=3)
     orange_size: int = Field(1, ge=1, le=3)
     opponent_share: float = Field(0.0, ge=0.0, le=1.0, description="share of arenas against the pool")
@@ -356,12 +414,19 @@ class DQNConfig(_Strict):
     q_layers: list[int] = Field(default_factory=lambda: [120, 84])
     save_replay: bool = Field(True, description="store the replay buffer contents in checkpoints (safetensors)")
 
+    @model_validator(mode="after")
+    def _batch_fits_buffer(self) -> DQNConfig:
+        if self.batch_size > self.buffer_size:
+            raise ValueError(
+                f"batch_size ({self.batch_size}) is larger than buffer_size ({self.buffer_size}): a batch could "
+                "never be drawn; lower dqn.batch_size or raise dqn.buffer_size"
+            )
+        return self
+
     @field_validator("q_layers")
     @classmethod
     def _layers(cls, v: list[int]) -> list[int]:
-        if not v or any(w < 1 for w in v):
-            raise ValueError("layer sizes must be a non-empty list of positive integers, e.g. [120, 84]")
-        return v
+        return _check_layers(v, "[120, 84]")
 
 
 class RecurrentConfig(_Strict):
@@ -372,6 +437,11 @@ class RecurrentConfig(_Strict):
     num_layers: int = Field(1, ge=1, le=8)
     sequence_length: int = Field(8, ge=1, description="steps per training sequence (BPTT length)")
     encoder_layers: list[int] = Field(default_factory=lambda: [64], description="MLP before the core; [] = none")
+
+    @field_validator("encoder_layers")
+    @classmethod
+    def _layers(cls, v: list[int]) -> list[int]:
+        return _check_layers(v, "[64]", allow_empty=True)
 
 
 def _default_stages() -> list[StageConfig]:
@@ -399,6 +469,9 @@ class CurriculumConfig(_Strict):
         steps = [s.until_steps for s in v if s.until_steps is not None]
         if steps != sorted(steps):
             raise ValueError("until_steps must increase from stage to stage")
+        names = [s.name for s in v]
+        if len(set(names)) != len(names):
+            raise ValueError(f"stage names must be unique (milestones are kept per stage name), got {names}")
         return v
 
 
@@ -411,7 +484,7 @@ class Config(_Strict):
     selfplay: SelfPlayConfig = Field(default_factory=lambda: SelfPlayConfig())
     curriculum: CurriculumConfig = Field(default_factory=lambda: CurriculumConfig())
     algo: Literal["ppo", "ppo_recurrent", "dqn"] = Field(
-        "ppo", description="ppo; ppo_recurrent and dqn need a Gymnasium env (gym.env_id)"
+        "ppo", description="ppo, ppo_recurrent (LSTM/GRU core, see recurrent.*) or dqn (Gymnasium envs only)"
     )
     gym: GymConfig = Field(default_factory=lambda: GymConfig())
     dqn: DQNConfig = Field(default_factory=lambda: DQNConfig())
@@ -421,11 +494,22 @@ class Config(_Strict):
     def _batch_fits(self) -> Config:
         if self.gym.env_id is not None:
             return self._gym_batch_fits()
-        if self.algo != "ppo":
+        if self.algo == "dqn":
             raise ValueError(
-                f"algo '{self.algo}' runs on Gymnasium environments only: set gym.env_id "
-                "(e.g. --env gym:CartPole-v1); Rocket League runs use algo 'ppo'"
+                "algo 'dqn' runs on Gymnasium environments only: set gym.env_id (e.g. --env gym:CartPole-v1); "
+                "Rocket League runs use algo 'ppo' or 'ppo_recurrent'"
             )
+        if self.algo == "ppo_recurrent":
+            if self.ppo.num_steps % self.recurrent.sequence_length:
+                raise ValueError(
+                    f"ppo.num_steps ({self.ppo.num_steps}) must be a multiple of recurrent.sequence_length "
+                    f"({self.recurrent.sequence_length}): rollouts are cut into whole sequences"
+                )
+            if self.env.action_form != "table" or self.env.action_masking:
+                raise ValueError(
+                    "algo 'ppo_recurrent' uses the lookup-table action form without masking: set "
+                    "env.action_form=table and env.action_masking=false, or use algo 'ppo'"
+                )
         batch = self.env.num_agents * self.ppo.num_steps
         if self.ppo.minibatch_size > batch:
             raise ValueError(
@@ -470,6 +554,12 @@ class Config(_Strict):
     def batch_size(self) -> int:
         agents = self.gym.num_envs if self.gym.env_id is not None else self.env.num_agents
         return agents * self.ppo.num_steps
+
+
+def _non_finite_value(value: Any, path: str) -> Any:
+    for part in path.split("."):
+        value = value[int(part)] if isinstance(value, (list, tuple)) else value[part]
+    return value
 
 
 def _os_user() -> str:
