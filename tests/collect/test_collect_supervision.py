@@ -270,3 +270,32 @@ def test_bad_caller_data_is_not_restarted() -> None:
         assert env.pids == []
     finally:
         env.close()
+
+
+def test_crashed_worker_is_restarted() -> None:
+    """A segfault (here: the signal a crash sends) is a failure like any other."""
+    env = started()
+    try:
+        kill(env, 0, signal.SIGSEGV)
+        result = env.step(zeros(env))
+        assert_restarted(env, result, 0)
+        assert env.worker_restarts == 1 and "signal 11" in env.last_restart_reason
+    finally:
+        env.close()
+
+
+def test_replacement_that_cannot_start_counts_towards_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = started(max_worker_restarts=2)
+    try:
+
+        def no_fork(index: int, seed: int) -> None:
+            raise OSError(12, "Cannot allocate memory")
+
+        monkeypatch.setattr(env, "_spawn", no_fork)
+        kill(env, 1)
+        with pytest.raises(WorkerRestartLimitError, match=r"(?s)failed 3 times.*could not start a replacement.*memory"):
+            env.step(zeros(env))
+        assert env.worker_restarts == 2
+        assert env.pids == []
+    finally:
+        env.close()

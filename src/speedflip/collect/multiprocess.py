@@ -345,6 +345,9 @@ class MultiProcessVecEnv:
             )
             try:
                 proc.start()
+            except BaseException:
+                parent_end.close()
+                raise
             finally:
                 child_end.close()
         if index < len(self._res.procs):
@@ -527,8 +530,7 @@ class MultiProcessVecEnv:
         while queue:
             failure = queue.popleft()
             self._check_restart_limit(failure)
-            self._replace(failure)
-            outcome = self._bring_up(failure.index, what, message)
+            outcome = self._replace(failure) or self._bring_up(failure.index, what, message)
             if isinstance(outcome, _Failure):
                 queue.append(outcome)
             else:
@@ -569,8 +571,11 @@ class MultiProcessVecEnv:
             self._res.orphans.append(proc)
         self._res.conns[index].close()
 
-    def _replace(self, failure: _Failure) -> None:
-        """Stop the failed worker and start its replacement (same slice, seed from the restart count)."""
+    def _replace(self, failure: _Failure) -> _Failure | None:
+        """Stop the failed worker and start its replacement (same slice, seed from the restart count).
+
+        Returns a failure if the replacement could not even be started (e.g. out of memory).
+        """
         index = failure.index
         self._stop_worker(index)
         self._restart_times.append(time.monotonic())
@@ -581,7 +586,12 @@ class MultiProcessVecEnv:
         # the replacement counts from zero: keep the old worker's totals so the sums never go back
         self._counter_base[index] += buf.counters[index]
         buf.counters[index] = 0.0
-        self._spawn(index, restart_seed(self.seed, self.worker_restarts))
+        try:
+            self._spawn(index, restart_seed(self.seed, self.worker_restarts))
+        except OSError as exc:
+            reason = f"could not start a replacement for {self._describe_worker(index)}: {exc}"
+            return _Failure(index, WorkerFailedError(reason), reason)
+        return None
 
     def _bring_up(self, index: int, what: str, message: bytes) -> bytes | _Failure:
         """Attach a just-started replacement, give it the collector's settings and finish ``what``."""
