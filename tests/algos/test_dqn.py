@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from speedflip.accel import make_gradient_step
 from speedflip.algos.dqn import (
     ReplayBuffer,
     ReplaySample,
@@ -170,3 +171,24 @@ def test_td_loss_by_hand(loss: str, expected: float) -> None:
     metrics = dqn_update(online, _fixed_q([[0.0, 0.0], [0.0, 0.0]]), opt, batch, DQNConfig(loss=loss))
     assert metrics["td_loss"] == pytest.approx(expected)
     assert metrics["q_values"] == pytest.approx(2.25)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_nonfinite_dqn_step_is_skipped_and_weights_unchanged(bad: float) -> None:
+    torch.manual_seed(0)
+    online, target = QNetwork(2, 2, [8]), QNetwork(2, 2, [8])
+    batch = ReplaySample(torch.eye(2), torch.tensor([0, 1]), torch.tensor([1.0, bad]), torch.eye(2),
+                         torch.tensor([0.0, 0.0]))  # fmt: skip
+    opt = torch.optim.Adam(online.parameters(), lr=0.05)
+    before = [p.detach().clone() for p in online.parameters()]
+    step = make_gradient_step(torch.device("cpu"), amp=False)
+    metrics = dqn_update(online, target, opt, batch, DQNConfig(), step)
+    assert metrics["nonfinite_steps"] == 1.0
+    for a, b in zip(before, online.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert not opt.state  # Adam never stepped: no moments were created
+    # a finite batch afterwards steps normally
+    batch.rewards = torch.tensor([1.0, 2.0])
+    metrics = dqn_update(online, target, opt, batch, DQNConfig(), step)
+    assert metrics["nonfinite_steps"] == 0.0 and np.isfinite(metrics["grad_norm"])
+    assert any(not torch.equal(a, b) for a, b in zip(before, online.parameters(), strict=True))

@@ -11,6 +11,10 @@ Read in the order the training loop uses it (see ``speedflip.gym.agents.DQNAgent
    :func:`dqn_update` on uniformly sampled minibatches;
 4. every ``target_update_interval`` steps :func:`update_target` (``tau = 1``: hard copy,
    ``tau < 1``: Polyak averaging).
+
+The optimizer step of :func:`dqn_update` is a :class:`speedflip.accel.GradientStep` (AMP on CUDA
+with ``run.amp``); a step whose loss or gradients are NaN/Inf is skipped, leaving the weights as
+they were, and reported as ``nonfinite_steps = 1``.
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from speedflip._types import Array
+from speedflip.accel import GradientStep
 from speedflip.config import DQNConfig
-from speedflip.models.q import QNetwork
 
 
 # ---------------------------------------------------------------------- 1. exploration
@@ -144,7 +148,9 @@ class ReplayBuffer:
 
 # ---------------------------------------------------------------------- 3. learning
 @torch.no_grad()
-def td_targets(q_net: QNetwork, target_net: QNetwork, batch: ReplaySample, gamma: float, double: bool) -> torch.Tensor:
+def td_targets(
+    q_net: nn.Module, target_net: nn.Module, batch: ReplaySample, gamma: float, double: bool
+) -> torch.Tensor:
     """``r + gamma * (1 - terminated) * Q_target(s', a*)``.
 
     Plain DQN: ``a* = argmax_a Q_target(s', a)``. Double DQN: ``a* = argmax_a Q_online(s', a)``,
@@ -159,21 +165,33 @@ def td_targets(q_net: QNetwork, target_net: QNetwork, batch: ReplaySample, gamma
 
 
 def dqn_update(
-    q_net: QNetwork,
-    target_net: QNetwork,
+    q_net: nn.Module,
+    target_net: nn.Module,
     optimizer: torch.optim.Optimizer,
     batch: ReplaySample,
     cfg: DQNConfig,
+    step: GradientStep | None = None,
 ) -> dict[str, float]:
-    """One gradient step of the TD error (``dqn.loss``: squared or Huber) on ``batch``; returns loss and mean Q."""
-    targets = td_targets(q_net, target_net, batch, cfg.gamma, cfg.double_dqn)
-    q_taken = q_net(batch.obs).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
-    loss = F.mse_loss(q_taken, targets) if cfg.loss == "mse" else F.smooth_l1_loss(q_taken, targets)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    grad_norm = nn.utils.clip_grad_norm_(q_net.parameters(), cfg.max_grad_norm)
-    optimizer.step()
-    return {"td_loss": float(loss.detach()), "q_values": float(q_taken.detach().mean()), "grad_norm": float(grad_norm)}
+    """One gradient step of the TD error (``dqn.loss``: squared or Huber) on ``batch``.
+
+    ``q_net``/``target_net`` are :class:`~speedflip.models.q.QNetwork` s (or compiled wrappers of
+    them). ``step`` does backward, clipping and the optimizer step (default: plain float32). Returns
+    ``td_loss``, mean ``q_values``, ``grad_norm`` and ``nonfinite_steps`` (1.0 when the loss or the
+    gradients were NaN/Inf and the step was skipped: the weights are unchanged).
+    """
+    step = step or GradientStep(torch.device("cpu"))
+    with step.autocast():
+        targets = td_targets(q_net, target_net, batch, cfg.gamma, cfg.double_dqn)
+        q_taken = q_net(batch.obs).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
+        q_taken, targets = q_taken.float(), targets.float()
+        loss = F.mse_loss(q_taken, targets) if cfg.loss == "mse" else F.smooth_l1_loss(q_taken, targets)
+    result = step(loss, optimizer, q_net.parameters(), cfg.max_grad_norm)
+    return {
+        "td_loss": float(loss.detach()),
+        "q_values": float(q_taken.detach().mean()),
+        "grad_norm": result.grad_norm,
+        "nonfinite_steps": 0.0 if result.applied else 1.0,
+    }
 
 
 # ---------------------------------------------------------------------- 4. target network

@@ -4,6 +4,12 @@ Each learner owns its vector env, networks, optimizer and counters; :meth:`GymLe
 collects experience and updates once (a PPO rollout, or ``gym.log_interval_steps`` DQN steps) and
 returns a flat metrics record. PPO uses :func:`speedflip.algos.ppo.compute_gae` and
 :func:`speedflip.algos.ppo.ppo_update`, the same code as the Rocket League trainer.
+
+``run.amp`` and ``run.compile`` apply to every learner (see :mod:`speedflip.accel`): every optimizer
+step goes through a :class:`~speedflip.accel.GradientStep` (float16 autocast + GradScaler on CUDA
+with ``run.amp``; NaN/Inf steps skipped and counted), and ``run.compile`` compiles the PPO policy and
+critic MLPs and the DQN Q-network (and its target), falling back to eager mode with a note. What
+was done is in :attr:`GymLearner.accel_notes`, printed in the run summary.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import torch
 
 from speedflip import __version__
 from speedflip._types import Array
+from speedflip.accel import compile_networks, make_gradient_step
 from speedflip.algos.dqn import ReplayBuffer, dqn_update, epsilon_at, epsilon_greedy, update_target
 from speedflip.algos.normalize import ReturnNormalizer, RunningMeanStd
 from speedflip.algos.ppo import Batch, compute_gae, ppo_update
@@ -99,7 +106,7 @@ class RecurrentPolicy:
 class QPolicy:
     """Greedy in Q (deterministic) or epsilon-greedy with :data:`EVAL_EPSILON` (stochastic)."""
 
-    def __init__(self, q_net: QNetwork, device: torch.device, seed: int = 0) -> None:
+    def __init__(self, q_net: torch.nn.Module, device: torch.device, seed: int = 0) -> None:
         self.q_net, self.device = q_net, device
         self.rng = np.random.default_rng(seed)
 
@@ -226,6 +233,8 @@ class GymLearner(ABC):
             self.env.close()
             raise
         self.rng = np.random.default_rng(cfg.run.seed)
+        self.grad_step = make_gradient_step(self.device, cfg.run.amp)
+        self.accel_notes: list[str] = list(self.grad_step.notes)  # what run.amp / run.compile did, for the summary
         self.generator = torch.Generator().manual_seed(cfg.run.seed + 1)
         self.global_step = 0
         self.iteration = 0
@@ -238,6 +247,10 @@ class GymLearner(ABC):
         self.obs = encode_obs(raw, self.info)
         self.starts = np.ones(self.num_envs, bool)  # every env starts an episode
         self.episodes = EpisodeTracker(self.num_envs)
+
+    def _example_obs(self) -> torch.Tensor:
+        """A batch of observations shaped like the training envs' (for ``torch.compile``'s first run)."""
+        return torch.zeros(self.num_envs, self.info.obs_dim, device=self.device)
 
     def _tensor(self, array: Array) -> torch.Tensor:
         return torch.as_tensor(array, device=self.device)
@@ -365,6 +378,7 @@ class _PPOCommon(GymLearner):
         for key in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm",
                     "explained_variance"):  # fmt: skip
             record[f"losses/{key}"] = metrics.get(key)
+        record["losses/nonfinite_minibatches"] = metrics.get("nonfinite_minibatches")
         record["charts/learning_rate"] = metrics.get("learning_rate")
         record["perf/collect_seconds"] = collect_s
         record["perf/learn_seconds"] = learn_s
@@ -394,6 +408,9 @@ class PPOLearner(_PPOCommon):
         assert isinstance(model, ActorCritic)
         self.model = model.to(self.device)
         self.optimizer = make_adam(self.model, cfg.ppo.learning_rate, eps=1e-5)
+        if cfg.run.compile:
+            networks: dict[str, torch.nn.Module] = {"policy": self.model.policy, "critic": self.model.critic}
+            self.model.compiled.update(compile_networks(networks, self._example_obs(), self.accel_notes))
 
     def policy(self) -> Policy:
         return FeedForwardPolicy(self.model, self.obs_rms if self.cfg.ppo.normalize_obs else None, self.device)
@@ -441,7 +458,7 @@ class PPOLearner(_PPOCommon):
         batch, raw_obs = self.collect()
         collect_s = time.perf_counter() - start
         lr = self._set_lr()
-        metrics = ppo_update(self.model, self.optimizer, batch, self.cfg.ppo, self.generator)
+        metrics = ppo_update(self.model, self.optimizer, batch, self.cfg.ppo, self.generator, self.grad_step)
         metrics["learning_rate"] = lr
         if self.cfg.ppo.normalize_obs:
             self.obs_rms.update(raw_obs.reshape(-1, raw_obs.shape[-1]))
@@ -461,6 +478,10 @@ class RecurrentPPOLearner(_PPOCommon):
         self.model = model.to(self.device)
         self.optimizer = make_adam(self.model, cfg.ppo.learning_rate, eps=1e-5)
         self.state = self.model.initial_state(self.num_envs, self.device)
+        if cfg.run.compile:
+            self.accel_notes.append(
+                "torch.compile: not applied to the recurrent model (LSTM/GRU core); running eagerly"
+            )
 
     def _load_extra(self, ckpt: Checkpoint) -> None:
         super()._load_extra(ckpt)
@@ -523,8 +544,9 @@ class RecurrentPPOLearner(_PPOCommon):
         collect_s = time.perf_counter() - start
         lr = self._set_lr()
         metrics = recurrent_ppo_update(
-            self.model, self.optimizer, rollout, self.cfg.ppo, self.cfg.recurrent.sequence_length, self.generator
-        )
+            self.model, self.optimizer, rollout, self.cfg.ppo, self.cfg.recurrent.sequence_length, self.generator,
+            self.grad_step,
+        )  # fmt: skip
         metrics["learning_rate"] = lr
         if self.cfg.ppo.normalize_obs:
             self.obs_rms.update(raw_obs.reshape(-1, raw_obs.shape[-1]))
@@ -548,6 +570,15 @@ class DQNLearner(GymLearner):
         self.target = copy.deepcopy(self.model)
         self.target.requires_grad_(False)
         self.optimizer = make_adam(self.model, d.learning_rate, eps=1e-8)
+        # The networks as called (compiled wrappers sharing the parameters with run.compile); self.model and
+        # self.target stay the plain modules, so state dicts and checkpoints are the same either way.
+        self.q_net: torch.nn.Module = self.model
+        self.target_net: torch.nn.Module = self.target
+        if cfg.run.compile:
+            networks: dict[str, torch.nn.Module] = {"q": self.model, "target": self.target}
+            compiled = compile_networks(networks, self._example_obs(), self.accel_notes)
+            self.q_net, self.target_net = compiled["q"], compiled["target"]
+        self.nonfinite_steps = 0  # gradient steps skipped because the loss or gradients were NaN/Inf
         self.replay = ReplayBuffer(d.buffer_size, self.info.obs_dim)
         self.since_train = 0  # agent steps since the last training round (counted after learning_starts)
         self.since_target = 0  # agent steps since the last target update (counted after learning_starts)
@@ -558,13 +589,13 @@ class DQNLearner(GymLearner):
         return epsilon_at(self.global_step, self.cfg.dqn, self.cfg.run.total_steps)
 
     def policy(self) -> Policy:
-        return QPolicy(self.model, self.device, self.cfg.run.seed)
+        return QPolicy(self.q_net, self.device, self.cfg.run.seed)
 
     def step(self) -> list[dict[str, float]]:
         """One step of every env, then whatever training and target updates are due."""
         d = self.cfg.dqn
         with torch.no_grad():
-            q = self.model(self._tensor(self.obs))
+            q = self.q_net(self._tensor(self.obs))
         actions = epsilon_greedy(q, self.epsilon, self.rng)
         obs = self.obs
         rewards, terminated, _, final = self._step(actions)
@@ -577,7 +608,9 @@ class DQNLearner(GymLearner):
             self.since_train -= d.train_frequency
             for _ in range(d.gradient_steps):
                 sample = self.replay.sample(d.batch_size, self.rng, self.device)
-                updates.append(dqn_update(self.model, self.target, self.optimizer, sample, d))
+                update = dqn_update(self.q_net, self.target_net, self.optimizer, sample, d, self.grad_step)
+                self.nonfinite_steps += int(update["nonfinite_steps"])
+                updates.append(update)
                 self.gradient_steps_done += 1
         self.since_target += self.num_envs
         while self.since_target >= d.target_update_interval:
@@ -595,8 +628,10 @@ class DQNLearner(GymLearner):
             updates += self.step()
         self.iteration += 1
         record = self._base_record(time.perf_counter() - start, self.global_step - first)
+        applied = [u for u in updates if not u["nonfinite_steps"]]
         for key in ("td_loss", "q_values", "grad_norm"):
-            record[f"losses/{key}"] = float(np.mean([u[key] for u in updates])) if updates else None
+            record[f"losses/{key}"] = float(np.mean([u[key] for u in applied])) if applied else None
+        record["losses/nonfinite_steps"] = len(updates) - len(applied)
         record["charts/epsilon"] = self.epsilon
         record["charts/replay_size"] = len(self.replay)
         record["charts/gradient_steps"] = self.gradient_steps_done

@@ -109,6 +109,8 @@ def print_summary(console: Console, cfg: Config, learner: GymLearner, run_dir: P
         ("algorithm", f"{cfg.algo}: {schedule}"),
         ("network", f"{network}, {learner.num_parameters():,} parameters"),
         ("device", learner.device_choice.description),
+        ("amp / compile", f"{'on' if cfg.run.amp else 'off'} / {'on' if cfg.run.compile else 'off'}"
+                          + (f": {'; '.join(learner.accel_notes)}" if learner.accel_notes else "")),
         ("budget", f"{cfg.run.total_steps:,} agent steps, checkpoint every {cfg.run.checkpoint_interval_steps:,}"),
         ("evaluation", "off" if not cfg.gym.eval_interval_steps else
          f"every {cfg.gym.eval_interval_steps:,} steps, {cfg.gym.eval_episodes} episodes; solved at "
