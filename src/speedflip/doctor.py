@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from speedflip.config import EnvConfig
-    from speedflip.models.mlp import ActorCritic
+    from speedflip.models.build import PolicyModel
 
 
 class StartupCheckError(RuntimeError):
@@ -197,7 +197,7 @@ def meshes_check(meshes_dir: str | None = None) -> Check:
     return _ok("meshes", f"{len(found)} soccar meshes in {folder}")
 
 
-def startup_checks(env_cfg: EnvConfig | None = None, model: ActorCritic | None = None) -> list[Check]:
+def startup_checks(env_cfg: EnvConfig | None = None, model: PolicyModel | None = None) -> list[Check]:
     """The startup verification: meshes, action table coverage, observation size, a forward pass.
 
     ``env_cfg`` defaults to the built-in env config; a one-arena env is built from it (a few
@@ -269,7 +269,7 @@ def _obs_check(cfg: EnvConfig, state: dict[str, Any]) -> Check:
     return _ok("observation", f"{expected} floats per agent ({where})")
 
 
-def _forward_check(state: dict[str, Any], model: ActorCritic | None) -> Check:
+def _forward_check(state: dict[str, Any], model: PolicyModel | None) -> Check:
     import torch
 
     from speedflip.models.mlp import ActorCritic
@@ -285,8 +285,12 @@ def _forward_check(state: dict[str, Any], model: ActorCritic | None) -> Check:
     device = next(net.parameters()).device
     with torch.no_grad():
         x = torch.as_tensor(state["obs"], device=device)
-        params = net.policy(x)
-        value = net.value(x)
+        if isinstance(net, ActorCritic):
+            params, value = net.policy(x), net.value(x)
+        else:  # recurrent: one step from the episode-start state
+            starts = torch.ones(x.shape[0], dtype=torch.bool, device=device)
+            core, _ = net.forward_sequence(x.unsqueeze(0), net.initial_state(x.shape[0], device), starts.unsqueeze(0))
+            params, value = net.policy(core[0]), net.critic(core[0]).squeeze(-1)
     if params.shape[0] != x.shape[0] or value.shape != (x.shape[0],):
         return _fail("forward pass", f"output shapes {list(params.shape)}, {list(value.shape)}", "check the network")
     if not (torch.isfinite(params).all() and torch.isfinite(value).all()):

@@ -210,6 +210,9 @@ class RocketLeagueGymEnv(gym.Env[Array, Any]):
             controls = np.full((self.face.num_cars, NUM_CONTROLS), np.nan, np.float32)
             controls[0] = _controls(action, "gym_env.step")
         result = self.face.step(indices, controls)
+        ended = np.flatnonzero(result.terminated | result.truncated)
+        if ended.size:
+            self.opponent.reset(ended)
         terminated, truncated = bool(result.terminated[0]), bool(result.truncated[0])
         goal = int(result.goal_team[0]) if result.goal_team is not None else -1
         info: dict[str, Any] = {"goal_team": goal}

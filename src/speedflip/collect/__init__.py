@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from speedflip.collect.base import VecEnv
@@ -78,11 +78,7 @@ def make_vec_env(cfg: Config, seed: int | None = None) -> VecEnv:
     if cfg.env.rlgym is not None:
         from speedflip.env.rlgym_adapter import make_rlgym_vec_env
 
-        vec = make_rlgym_vec_env(cfg, seed)
-        # Stopgap until RLGymVecEnv declares `worker_restarts: int = 0` itself (env/rlgym_adapter.py):
-        # it runs in this process and never restarts workers.
-        vec.worker_restarts = 0  # type: ignore[attr-defined]
-        return cast("VecEnv", vec)
+        return make_rlgym_vec_env(cfg, seed)
     plan = choose_collector(cfg)
     if plan.backend == "multiprocess":
         from speedflip.collect.multiprocess import MultiProcessVecEnv

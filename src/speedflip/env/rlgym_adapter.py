@@ -253,6 +253,8 @@ class RLGymVecEnv:
     observation, returned in ``final_obs``).
     """
 
+    worker_restarts: int = 0  # in-process: no collection workers to restart
+
     def __init__(self, envs: Sequence[Any], seed: int = 0, source: str = "RLGym envs", seed_global_rngs: bool = True):
         if not envs:
             raise RLGymAdapterError("RLGymVecEnv needs at least one RLGym env")

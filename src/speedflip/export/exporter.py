@@ -176,6 +176,11 @@ def read_source(run: str) -> Source:
             f"{checkpoint}: meta.json has no config/compat section; it is not a speedflip Rocket League checkpoint"
         )
     gym = config.get("gym") or {}
+    if config.get("algo") == "ppo_recurrent" and not (isinstance(gym, dict) and gym.get("env_id")):
+        raise ExportError(
+            f"{checkpoint} is a recurrent (LSTM/GRU) policy; the RLBot/ONNX/TorchScript exports carry feed-forward "
+            "policies only for now. It can still play matches: speedflip eval / speedflip watch"
+        )
     if config.get("algo", "ppo") != "ppo" or (isinstance(gym, dict) and gym.get("env_id")):
         raise ExportError(
             f"{checkpoint} is from a Gymnasium or non-PPO run; only Rocket League PPO policies export to RLBot"

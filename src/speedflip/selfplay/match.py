@@ -127,6 +127,15 @@ def _decide(player: Player, obs: Array, env: RocketLeagueVecEnv, rows: Array) ->
     return player.act(obs, env.state, env.car_teams), None
 
 
+def reset_ended(ended: Array, *players: Player) -> None:
+    """Recurrent players forget the agents whose episode ended (a goal reset the arena)."""
+    rows = np.flatnonzero(ended)
+    if rows.size:
+        for player in players:
+            if not isinstance(player, UserBotPolicy):
+                player.reset(rows)
+
+
 def play_match(
     env: RocketLeagueVecEnv, policy_a: Player, policy_b: Player, game_seconds: float = 120.0
 ) -> list[GameResult]:
@@ -153,6 +162,7 @@ def play_match(
             if custom_b is not None:
                 custom[~a_rows] = custom_b[~a_rows]
         result = env.step(actions, custom)
+        reset_ended(result.terminated | result.truncated, policy_a, policy_b)
         rewards = result.rewards.reshape(K, C)[:, 0]  # car 0 is blue: +1 blue goal, -1 orange goal
         goals_blue += (result.terminated.reshape(K, C)[:, 0] & (rewards > 0)).astype(np.int64)
         goals_orange += (result.terminated.reshape(K, C)[:, 0] & (rewards < 0)).astype(np.int64)

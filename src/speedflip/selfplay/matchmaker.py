@@ -20,7 +20,7 @@ from speedflip.algos.normalize import RunningMeanStd
 from speedflip.config import SelfPlayConfig
 from speedflip.env import layout as L
 from speedflip.env.arenas import GameArrays
-from speedflip.models.mlp import ActorCritic
+from speedflip.models.build import ActingMemory, PolicyModel
 from speedflip.selfplay.league import REFERENCE_PLAYER, League, append_games
 from speedflip.selfplay.policies import NeuralPolicy, Policy, ScriptedPolicy
 from speedflip.selfplay.pool import Member, prune, sampling_weights
@@ -34,8 +34,9 @@ _NO_STATE = GameArrays.empty(0, 0)  # neural opponents ignore the state argument
 class LivePolicy:
     """The learner's current network as a match player (for periodic evaluation)."""
 
-    def __init__(self, model: ActorCritic, obs_rms: RunningMeanStd | None, seed: int, name: str = LEARNER) -> None:
+    def __init__(self, model: PolicyModel, obs_rms: RunningMeanStd | None, seed: int, name: str = LEARNER) -> None:
         self.model = model
+        self.memory = ActingMemory(model)
         self.obs_rms = obs_rms
         self.name = name
         self.generator = torch.Generator().manual_seed(seed)
@@ -44,9 +45,12 @@ class LivePolicy:
     def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array:
         x = self.obs_rms.normalize(obs) if self.obs_rms is not None else obs
         device = next(self.model.parameters()).device
-        probs = torch.softmax(self.model.policy(torch.as_tensor(x, device=device)), -1).cpu()
+        probs = torch.softmax(self.memory.logits(torch.as_tensor(x, device=device)), -1).cpu()
         out: Array = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1).numpy()
         return out
+
+    def reset(self, rows: Array) -> None:
+        self.memory.reset(rows)
 
 
 class Matchmaker:
@@ -179,6 +183,10 @@ class Matchmaker:
         if self.pool_arenas == 0:
             return
         C = self.num_cars
+        ended = np.flatnonzero(terminated | truncated)
+        if ended.size:
+            for policy in self._policies.values():
+                policy.reset(ended)
         done = (terminated | truncated).reshape(-1, C)[: self.pool_arenas, 0]
         if not done.any():
             return

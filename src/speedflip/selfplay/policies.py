@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 from speedflip._types import Array
 from speedflip.algos.normalize import RunningMeanStd
 from speedflip.env.arenas import GameArrays
-from speedflip.models.mlp import ActorCritic
+from speedflip.models.build import ActingMemory, model_from_compat
 from speedflip.selfplay.rule_policy import RulePolicy
 from speedflip.train.checkpoint import CheckpointError, list_checkpoints, to_numpy_dict, verify_checkpoint
 
@@ -30,6 +30,10 @@ class Policy(Protocol):
 
     def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array: ...
 
+    def reset(self, rows: Array) -> None:
+        """The episodes of agents ``rows`` ended: a recurrent policy forgets them (others: nothing)."""
+        ...
+
 
 @dataclass
 class IdlePolicy:
@@ -40,6 +44,9 @@ class IdlePolicy:
 
     def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array:
         return np.full(obs.shape[0], self.neutral_index, np.int64)
+
+    def reset(self, rows: Array) -> None:
+        """Stateless."""
 
 
 @dataclass
@@ -53,6 +60,9 @@ class RandomPolicy:
     def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array:
         return self.rng.integers(0, self.num_actions, obs.shape[0])
 
+    def reset(self, rows: Array) -> None:
+        """Stateless."""
+
 
 @dataclass
 class ScriptedPolicy:
@@ -63,6 +73,9 @@ class ScriptedPolicy:
 
     def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array:
         return self.rules.act(state, car_teams)
+
+    def reset(self, rows: Array) -> None:
+        """Stateless."""
 
 
 class NeuralPolicy:
@@ -85,9 +98,10 @@ class NeuralPolicy:
         self.path = path
         self.name = _describe(path, meta)
         self.global_step = int(meta.get("global_step", 0))
-        self.model = ActorCritic(obs_dim, num_actions, compat["policy_layers"], compat["critic_layers"])
+        self.model = model_from_compat(compat)
         self.model.load_state_dict(load_file(str(path / "model.safetensors")))
         self.model.eval()
+        self.memory = ActingMemory(self.model)
         state = load_file(str(path / "state.safetensors"))
         self.obs_rms = RunningMeanStd((obs_dim,))
         self.obs_rms.load_state_dict(to_numpy_dict(state, "obs_rms."))
@@ -99,13 +113,16 @@ class NeuralPolicy:
     @torch.no_grad()
     def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array:
         x = self.obs_rms.normalize(obs) if self.normalize_obs else obs
-        logits = self.model.policy(torch.as_tensor(x))
+        logits = self.memory.logits(torch.as_tensor(x))
         if self.deterministic:
             best: Array = logits.argmax(-1).numpy()
             return best
         probs = torch.softmax(logits, -1)
         out: Array = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1).numpy()
         return out
+
+    def reset(self, rows: Array) -> None:
+        self.memory.reset(rows)
 
 
 def _describe(path: Path, meta: dict[str, object]) -> str:

@@ -26,6 +26,7 @@ from speedflip.env.action_forms import build_table
 from speedflip.env.actions import LookupTableAction
 from speedflip.env.obs import observation_size
 from speedflip.env.vec_env import RocketLeagueVecEnv
+from speedflip.models.build import recurrent_spec
 from speedflip.selfplay.league import GAMES_FIELDS, LeagueError
 from speedflip.train.checkpoint import CheckpointError, describe_write_error
 from speedflip.train.metrics import JsonlSink, TensorBoardSink
@@ -86,7 +87,9 @@ def expected_compat(cfg: Config) -> dict[str, Any]:
         )  # fmt: skip
         table = None if env_cfg.action_table is None else build_table(**env_cfg.action_table.model_dump())
         num_actions = LookupTableAction(table).num_actions
-    return compat_signature(obs_dim, num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers, env_cfg.action_form)
+    return compat_signature(
+        obs_dim, num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers, env_cfg.action_form, recurrent_spec(cfg)
+    )
 
 
 def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None = None, render: bool = False) -> int:

@@ -64,16 +64,25 @@ def interrupted_saves(checkpoints_dir: Path) -> list[str]:
 
 
 def compat_signature(
-    obs_dim: int, num_actions: int, policy_layers: list[int], critic_layers: list[int], action_form: str = "table"
+    obs_dim: int,
+    num_actions: int,
+    policy_layers: list[int],
+    critic_layers: list[int],
+    action_form: str = "table",
+    recurrent: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What must match for a checkpoint to load into a model."""
-    return {
+    """What must match for a checkpoint to load into a model (``recurrent``: the LSTM/GRU core of a
+    recurrent policy, see :func:`speedflip.models.build.recurrent_spec`; absent for feed-forward ones)."""
+    signature: dict[str, Any] = {
         "obs_dim": obs_dim,
         "num_actions": num_actions,
         "policy_layers": list(policy_layers),
         "critic_layers": list(critic_layers),
         "action_form": action_form,
     }
+    if recurrent is not None:
+        signature["recurrent"] = dict(recurrent)
+    return signature
 
 
 def _ensure_writable(folder: Path, what: str = "run directory") -> None:

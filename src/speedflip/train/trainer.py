@@ -29,6 +29,7 @@ from speedflip._types import Array
 from speedflip.accel import compile_networks, make_gradient_step
 from speedflip.algos.normalize import ReturnNormalizer, RunningMeanStd
 from speedflip.algos.ppo import Batch, compute_gae, ppo_update
+from speedflip.algos.ppo_recurrent import SequenceRollout, recurrent_ppo_update
 from speedflip.collect import make_vec_env
 from speedflip.config import Config, ConfigError, config_to_dict
 from speedflip.device import resolve_device
@@ -37,7 +38,9 @@ from speedflip.env.actions import NUM_CONTROLS
 from speedflip.env.episodes import episode_means
 from speedflip.env.vec_env import RocketLeagueVecEnv, StepResult
 from speedflip.errors import RunStoppedError
+from speedflip.models.build import HEAD_FOR_FORM, PolicyModel, recurrent_spec
 from speedflip.models.mlp import ActorCritic
+from speedflip.models.recurrent import RecurrentActorCritic
 from speedflip.selfplay.league import REFERENCE_PLAYER, append_games
 from speedflip.selfplay.match import OBS_KEYS, match_env_config, play_match, summarize
 from speedflip.selfplay.matchmaker import LEARNER, LivePolicy, Matchmaker
@@ -117,21 +120,16 @@ class Trainer:
         self.return_norm: ReturnNormalizer | None = None
         self._build_env()
         self.action_form = self.env_cfg.env.action_form
-        self.model = ActorCritic(
-            self.env.obs_dim,
-            self.env.num_actions,
-            cfg.ppo.policy_layers,
-            cfg.ppo.critic_layers,
-            head=HEAD_FOR_FORM[self.action_form],
-            bins=self.env_cfg.env.action_bins,
-        ).to(self.device)
+        self.model = self._new_model()
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.ppo.learning_rate, eps=1e-5)
         self.gradient_step = make_gradient_step(self.device, cfg.run.amp)
         self.notes += self.gradient_step.notes
-        if cfg.run.compile:
+        if cfg.run.compile and isinstance(self.model, ActorCritic):
             example = torch.zeros(8, self.env.obs_dim, device=self.device)
-            nets = {"policy": self.model.policy, "critic": self.model.critic}
+            nets: dict[str, torch.nn.Module] = {"policy": self.model.policy, "critic": self.model.critic}
             self.model.compiled.update(compile_networks(nets, example, self.notes))
+        elif cfg.run.compile:
+            self.notes.append("torch.compile: not applied to the recurrent model (LSTM/GRU core); running eagerly")
         self.generator = torch.Generator().manual_seed(cfg.run.seed + 1)
         self.obs_rms = RunningMeanStd((self.env.obs_dim,))
         # numerical guards: the last weights an update left finite, and the bad-update counters
@@ -144,16 +142,21 @@ class Trainer:
         self.last_nonfinite_reason = ""
         # overlap of collection and learning (run.overlap_collection)
         self.overlap = cfg.run.overlap_collection
-        self._pending: tuple[Batch, Array] | None = None  # collected, not trained on yet
+        self._pending: tuple[Batch | SequenceRollout, Array] | None = None  # collected, not trained on yet
         self._pending_metrics: dict[str, float] = {}
         self._update_error: BaseException | None = None
-        self.actor: ActorCritic | None = None  # the weights acting while the model trains (overlap mode)
+        self.actor: PolicyModel | None = None  # the weights acting while the model trains (overlap mode)
         self.global_step = 0
         self.iteration = 0
         self.last_eval: dict[str, float | None] = {}
         self.step_hook: Callable[[], None] | None = None  # called after every env step (e.g. the live view)
         self.compat = compat_signature(
-            self.env.obs_dim, self.env.num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers, self.action_form
+            self.env.obs_dim,
+            self.env.num_actions,
+            cfg.ppo.policy_layers,
+            cfg.ppo.critic_layers,
+            self.action_form,
+            recurrent_spec(cfg),
         )
 
     # ------------------------------------------------------------------ environment and opponents
@@ -194,6 +197,9 @@ class Trainer:
         if old is not None:
             self.return_norm.rms = old.rms
         self.obs = self.env.reset()
+        # recurrent policies: one state row per agent of every arena, zeroed where an episode starts
+        self.hidden: torch.Tensor | None = None
+        self.starts = np.ones(self.env.num_agents, bool)
 
     @property
     def stage_name(self) -> str:
@@ -209,8 +215,22 @@ class Trainer:
         frac = max(0.0, 1.0 - self.global_step / self.cfg.run.total_steps)
         return self.cfg.ppo.learning_rate * frac
 
+    def _new_model(self) -> PolicyModel:
+        """The network the config asks for: feed-forward actor-critic, or LSTM/GRU for ``ppo_recurrent``."""
+        if self.cfg.algo == "ppo_recurrent":
+            r = self.cfg.recurrent
+            recurrent = RecurrentActorCritic(
+                self.env.obs_dim, self.env.num_actions, r.cell, r.hidden_size, r.num_layers, r.encoder_layers
+            )
+            return recurrent.to(self.device)
+        model = ActorCritic(
+            self.env.obs_dim, self.env.num_actions, self.cfg.ppo.policy_layers, self.cfg.ppo.critic_layers,
+            head=HEAD_FOR_FORM[self.action_form], bins=self.env_cfg.env.action_bins,
+        )  # fmt: skip
+        return model.to(self.device)
+
     # ------------------------------------------------------------------ collect
-    def collect(self) -> tuple[Batch, Array, RolloutStats]:
+    def collect(self) -> tuple[Batch | SequenceRollout, Array, RolloutStats]:
         """Run ``num_steps`` steps in every arena; returns the batch, the raw observations and stats.
 
         A rollout during which a collection worker was restarted is discarded (the restarted arenas
@@ -252,21 +272,24 @@ class Trainer:
         self.total_discarded_rollouts += discarded
         return batch, raw_obs, stats
 
-    def _acting_copy(self) -> tuple[ActorCritic, RunningMeanStd]:
+    def _acting_copy(self) -> tuple[PolicyModel, RunningMeanStd]:
         """A copy of the current weights and observation statistics that acts while the model trains."""
         if self.actor is None:
-            self.actor = ActorCritic(
-                self.env.obs_dim, self.env.num_actions, self.cfg.ppo.policy_layers, self.cfg.ppo.critic_layers,
-                head=HEAD_FOR_FORM[self.action_form], bins=self.env_cfg.env.action_bins,
-            ).to(self.device)  # fmt: skip
+            self.actor = self._new_model()
         self.actor.load_state_dict(self.model.state_dict())
         rms = RunningMeanStd((self.env.obs_dim,))
         rms.load_state_dict(self.obs_rms.state_dict())
         return self.actor, rms
 
     @torch.no_grad()
-    def _collect_rollout(self, model: ActorCritic, rms: RunningMeanStd) -> tuple[Batch, Array, RolloutStats]:
-        """One rollout acted by ``model`` with observations normalized by ``rms``."""
+    def _collect_rollout(
+        self, model: PolicyModel, rms: RunningMeanStd
+    ) -> tuple[Batch | SequenceRollout, Array, RolloutStats]:
+        """One rollout acted by ``model`` with observations normalized by ``rms``.
+
+        A recurrent model carries one state row per agent across steps (and rollouts), zeroed where
+        an episode starts; the state at every ``sequence_length``-th step is stored for BPTT.
+        """
 
         def normalize(obs: Array) -> Array:
             return rms.normalize(obs) if self.cfg.ppo.normalize_obs else obs
@@ -288,6 +311,12 @@ class Trainer:
         terminated = np.zeros((T, N), bool)
         truncated = np.zeros((T, N), bool)
         truncation_values = np.zeros((T, N), np.float32)
+        recurrent = isinstance(model, RecurrentActorCritic)
+        L = self.cfg.recurrent.sequence_length if recurrent else 1
+        starts = np.zeros((T, N), bool)
+        if isinstance(model, RecurrentActorCritic) and self.hidden is None:
+            self.hidden = model.initial_state(self.env.num_agents, self.device)
+        states = torch.zeros(T // L, *(self.hidden[:, cols].shape if self.hidden is not None else (0,)))
         episode_returns: list[float] = []
         episode_lengths: list[float] = []
         finished: list[dict[str, float]] = []
@@ -307,9 +336,18 @@ class Trainer:
             if masks is not None and isinstance(self.env, RocketLeagueVecEnv):
                 mask = action_mask(self.env.state, self.car_teams, self.env.actions.table)
                 masks[t] = mask[cols]
-            action, log_prob, value = model.act(
-                self._tensor(normalized), mask=None if mask is None else self._tensor(mask)
-            )
+            if isinstance(model, RecurrentActorCritic):
+                assert self.hidden is not None
+                if t % L == 0:
+                    states[t // L] = self.hidden[:, cols].cpu()
+                starts[t] = self.starts[cols]
+                action, log_prob, value, self.hidden = model.act(
+                    self._tensor(normalized), self.hidden, self._tensor(self.starts)
+                )
+            else:
+                action, log_prob, value = model.act(
+                    self._tensor(normalized), mask=None if mask is None else self._tensor(mask)
+                )
             chosen = action.cpu().numpy()
             if self.matchmaker.pool_arenas:
                 state = self.env.state if isinstance(self.env, RocketLeagueVecEnv) else None
@@ -326,6 +364,7 @@ class Trainer:
             for name, mean in self.env.reward_means().items():
                 reward_sums[name] = reward_sums.get(name, 0.0) + mean
             terminated[t], truncated[t] = result.terminated[cols], result.truncated[cols]
+            self.starts = result.terminated | result.truncated
             done = terminated[t] | truncated[t]
             if self.cfg.ppo.normalize_rewards:
                 rewards[t] = self.return_norm(step_rewards, done)
@@ -334,13 +373,25 @@ class Trainer:
             if truncated[t].any():
                 rows = np.flatnonzero(truncated[t])
                 final = self._tensor(normalize(result.final_obs[cols[rows]]))
-                truncation_values[t, rows] = model.value(final).cpu().numpy()
+                if isinstance(model, RecurrentActorCritic):
+                    assert self.hidden is not None  # V(final obs) continues the episode's memory
+                    hidden = self.hidden[:, self._tensor(cols[rows])]
+                    no_start = torch.zeros(rows.size, dtype=torch.bool, device=self.device)
+                    truncation_values[t, rows] = model.value(final, hidden, no_start).cpu().numpy()
+                else:
+                    truncation_values[t, rows] = model.value(final).cpu().numpy()
             for episode in result.episodes:
                 episode_returns.append(episode["return"])
                 episode_lengths.append(episode["length_seconds"])
                 finished.append(episode)
             self.obs = result.obs
-        last_values = model.value(self._tensor(normalize(self.obs[cols]))).cpu().numpy()
+        last_obs = self._tensor(normalize(self.obs[cols]))
+        if isinstance(model, RecurrentActorCritic):
+            assert self.hidden is not None
+            hidden = self.hidden[:, self._tensor(cols)]
+            last_values = model.value(last_obs, hidden, self._tensor(self.starts[cols])).cpu().numpy()
+        else:
+            last_values = model.value(last_obs).cpu().numpy()
         advantages, returns = compute_gae(
             rewards, values, terminated, truncated, truncation_values, last_values,
             self.cfg.ppo.gamma, self.cfg.ppo.gae_lambda,
@@ -358,6 +409,13 @@ class Trainer:
             reward_per_step=raw_reward_sum / T,
             episode_metrics=episode_means(finished),
         )
+        if recurrent:
+            rollout = SequenceRollout(
+                obs=self._tensor(obs_buf), actions=self._tensor(actions), log_probs=self._tensor(log_probs),
+                values=self._tensor(values), advantages=self._tensor(advantages), returns=self._tensor(returns),
+                starts=self._tensor(starts), states=states.to(self.device),
+            )  # fmt: skip
+            return rollout, raw_obs, stats
         batch = Batch(
             obs=self._tensor(obs_buf.reshape(T * N, D)),
             actions=self._tensor(actions.reshape(T * N, *actions.shape[2:])),
@@ -383,7 +441,7 @@ class Trainer:
         return self.env.step(np.zeros(self.env.num_agents, np.int64), controls)
 
     # ------------------------------------------------------------------ update
-    def update(self, batch: Batch, raw_obs: Array | None = None) -> dict[str, float]:
+    def update(self, batch: Batch | SequenceRollout, raw_obs: Array | None = None) -> dict[str, float]:
         """One PPO update on ``batch``; then fold the rollout's raw observations into the normalizer.
 
         In overlap mode the batch is kept for the next :meth:`collect`, which trains on it in the
@@ -401,13 +459,13 @@ class Trainer:
             pending, self._pending = self._pending, None
             self._pending_metrics = self._update_now(*pending)
 
-    def _background_update(self, batch: Batch, raw_obs: Array) -> None:
+    def _background_update(self, batch: Batch | SequenceRollout, raw_obs: Array) -> None:
         try:
             self._pending_metrics = self._update_now(batch, raw_obs)
         except BaseException as err:  # handed to the main thread, raised at the end of collect()
             self._update_error = err
 
-    def _update_now(self, batch: Batch, raw_obs: Array | None) -> dict[str, float]:
+    def _update_now(self, batch: Batch | SequenceRollout, raw_obs: Array | None) -> dict[str, float]:
         for group in self.optimizer.param_groups:
             group["lr"] = self.learning_rate()
         start = time.perf_counter()
@@ -416,7 +474,7 @@ class Trainer:
             metrics: dict[str, float] = {"nonfinite_minibatches": float("nan")}
             reason = f"the rollout itself holds NaN/Inf in {', '.join(bad_inputs)}"
         else:
-            metrics = ppo_update(self.model, self.optimizer, batch, self.cfg.ppo, self.generator, self.gradient_step)
+            metrics = self._ppo_update(batch)
             reason = None
             if metrics["nonfinite_minibatches"] > 0:
                 reason = f"NaN/Inf loss or gradients in {metrics['nonfinite_minibatches']:.0f} minibatches"
@@ -429,6 +487,15 @@ class Trainer:
         metrics["learning_rate"] = self.learning_rate()
         metrics["update_seconds"] = time.perf_counter() - start
         return metrics
+
+    def _ppo_update(self, batch: Batch | SequenceRollout) -> dict[str, float]:
+        cfg, step = self.cfg, self.gradient_step
+        if isinstance(batch, SequenceRollout):
+            assert isinstance(self.model, RecurrentActorCritic)
+            length = cfg.recurrent.sequence_length
+            return recurrent_ppo_update(self.model, self.optimizer, batch, cfg.ppo, length, self.generator, step)
+        assert isinstance(self.model, ActorCritic)
+        return ppo_update(self.model, self.optimizer, batch, cfg.ppo, self.generator, step)
 
     def _snapshot_weights(self) -> dict[str, Any]:
         return {
@@ -647,7 +714,7 @@ class Trainer:
         self.env.close()
 
 
-def nonfinite_fields(batch: Batch) -> list[str]:
+def nonfinite_fields(batch: Batch | SequenceRollout) -> list[str]:
     """Names of the batch's float tensors that hold NaN or Inf."""
     fields = {"obs": batch.obs, "log_probs": batch.log_probs, "values": batch.values,
               "advantages": batch.advantages, "returns": batch.returns}  # fmt: skip
@@ -656,9 +723,6 @@ def nonfinite_fields(batch: Batch) -> list[str]:
 
 def weights_finite(model: torch.nn.Module) -> bool:
     return all(bool(torch.isfinite(p).all()) for p in model.parameters())
-
-
-HEAD_FOR_FORM = {"table": "categorical", "continuous": "gaussian", "multi_discrete": "multi_discrete"}
 
 
 def stage_config(cfg: Config, stage: int) -> Config:

@@ -24,7 +24,7 @@ from speedflip._types import Array
 from speedflip.env import layout as L
 from speedflip.env.arenas import GameArrays
 from speedflip.env.vec_env import RocketLeagueVecEnv
-from speedflip.selfplay.match import Player, match_env_config
+from speedflip.selfplay.match import Player, match_env_config, reset_ended
 from speedflip.selfplay.userbot import UserBotPolicy
 from speedflip.watch.errors import ReplayError
 
@@ -280,6 +280,7 @@ def record_game(
                 actions[rows] = player.act(obs, env.state, env.car_teams)[rows]
         env.pre_reset = None
         result = env.step(actions, custom)
+        reset_ended(result.terminated | result.truncated, blue, orange)
         boosting = env.prev_controls[0, :, 6]
         goal = int(result.goal_team[0]) if result.goal_team is not None else -1
         if goal >= 0:
