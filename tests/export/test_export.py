@@ -14,6 +14,7 @@ import pytest
 from speedflip.cli import main
 from speedflip.export.exporter import read_source
 from speedflip.export.parity import load_bundle, record_match, replay_through_bot
+from speedflip.train.checkpoint import META_CHECKSUM_KEY, _meta_digest
 
 
 @pytest.fixture(scope="module")
@@ -267,6 +268,7 @@ def test_checkpoint_of_another_obs_layout_is_refused(
     checkpoint = next((run / "checkpoints").iterdir())
     meta = json.loads((checkpoint / "meta.json").read_text())
     meta["compat"]["obs_dim"] = 111  # trained with an observation this speedflip no longer builds
+    meta[META_CHECKSUM_KEY] = _meta_digest(meta)  # a well-formed checkpoint of another layout, not a damaged one
     (checkpoint / "meta.json").write_text(json.dumps(meta))
     assert main(["export", str(run), "--rlbot", str(tmp_path / "bot")]) == 2
     err = " ".join(capsys.readouterr().err.split())
