@@ -220,8 +220,11 @@ def _rotate(checkpoints_dir: Path, keep: int, protect: Path) -> None:
     """Keep the newest ``keep`` checkpoints that verify; never delete ``protect`` (the one just written).
 
     Damaged checkpoints are not counted and not deleted (a resume skips them and says why), so a
-    corrupt folder with a high step can never push the good ones out.
+    corrupt folder with a high step can never push the good ones out. A checkpoint is deleted by
+    renaming it to ``.trash-<step>-<pid>`` and then removing that folder.
     """
+    for leftover in checkpoints_dir.glob(".trash-*"):  # deletions a killed process did not finish
+        shutil.rmtree(leftover, ignore_errors=True)
     good = []
     for path in list_checkpoints(checkpoints_dir):
         try:
@@ -231,7 +234,14 @@ def _rotate(checkpoints_dir: Path, keep: int, protect: Path) -> None:
         good.append(path)
     for old in good[keep:]:
         if old != protect:
-            shutil.rmtree(old, ignore_errors=True)
+            # renamed out of the numbered names first (atomic), so a kill mid-delete never leaves a
+            # half-deleted ``<step>/`` folder that looks like a checkpoint
+            trash = checkpoints_dir / f".trash-{old.name}-{os.getpid()}"
+            try:
+                old.rename(trash)
+            except OSError:
+                continue
+            shutil.rmtree(trash, ignore_errors=True)
 
 
 def read_meta(path: Path) -> dict[str, Any]:
