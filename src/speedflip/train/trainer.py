@@ -207,7 +207,10 @@ class Trainer:
 
     # ------------------------------------------------------------------ helpers
     def _tensor(self, array: Array) -> torch.Tensor:
-        return torch.as_tensor(array, device=self.device)
+        """``array`` on the training device; on CUDA through pinned memory (an asynchronous copy)."""
+        if self.device.type != "cuda":
+            return torch.as_tensor(array, device=self.device)
+        return torch.from_numpy(np.ascontiguousarray(array)).pin_memory().to(self.device, non_blocking=True)
 
     def learning_rate(self) -> float:
         if not self.cfg.ppo.anneal_lr:
