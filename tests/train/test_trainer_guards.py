@@ -120,3 +120,32 @@ def test_overlap_update_error_reaches_the_main_thread() -> None:
             ovl.collect()
     finally:
         ovl.close()
+
+
+def test_amp_on_cpu_says_float32_and_compile_failure_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken_compile(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("no C++ compiler found")
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    trainer = Trainer(tiny_config(run={"amp": True, "compile": True}))
+    try:
+        assert any("float32" in note for note in trainer.notes)
+        assert any("torch.compile failed (RuntimeError: no C++ compiler found); running eagerly" in n
+                   for n in trainer.notes)  # fmt: skip
+        assert trainer.model.compiled == {"policy": trainer.model.policy, "critic": trainer.model.critic}  # eager
+        batch, raw_obs, _ = trainer.collect()
+        assert trainer.update(batch, raw_obs)["minibatch_updates"] > 0
+    finally:
+        trainer.close()
+
+
+@pytest.mark.slow
+def test_compile_gives_the_same_outputs() -> None:
+    trainer = Trainer(tiny_config(run={"compile": True}))
+    try:
+        assert set(trainer.model.compiled) == {"policy", "critic"}
+        x = torch.randn(5, trainer.env.obs_dim)
+        torch.testing.assert_close(trainer.model.compiled["policy"](x), trainer.model.policy(x))
+        torch.testing.assert_close(trainer.model.value(x), trainer.model.critic(x).squeeze(-1))
+    finally:
+        trainer.close()
