@@ -332,3 +332,40 @@ def tiny_config(total_steps: int, *extra: str) -> Any:
     sets = [*TINY, "--set", f"run.total_steps={total_steps}", *extra]
     pairs = zip(sets[::2], sets[1::2], strict=True)
     return resolve_config("quick", overrides=[value for flag, value in pairs if flag == "--set"])
+
+
+def descendants(pid: int) -> list[int]:
+    """Process ids below ``pid`` (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def worker_pids(pid: int) -> list[int]:
+    """Collection workers of the trainer ``pid``: descendants without children that are not the
+    multiprocessing resource tracker or fork server."""
+    found = []
+    below = descendants(pid)
+    for child in below:
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "resource_tracker" in cmdline or descendants(child):
+            continue
+        found.append(child)
+    return found

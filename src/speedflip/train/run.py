@@ -28,7 +28,7 @@ from speedflip.env.obs import observation_size
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.models.build import recurrent_spec
 from speedflip.selfplay.league import GAMES_FIELDS, LeagueError
-from speedflip.train.checkpoint import CheckpointError, describe_write_error
+from speedflip.train.checkpoint import CheckpointError, describe_write_error, list_checkpoints, verify_checkpoint
 from speedflip.train.metrics import JsonlSink, TensorBoardSink
 from speedflip.train.notify import post_milestone
 from speedflip.train.rundir import RunDirError, compat_signature, prepare_run_dir
@@ -219,12 +219,7 @@ def _loop(cfg: Config, trainer: Trainer, run_dir: Path, console: Console) -> int
                 stopped = err
             if stopped is not None:
                 errors.print(Text.assemble(("error: ", "bold red"), str(stopped)), soft_wrap=True)
-                path = trainer.save(checkpoints, {"reason": f"stopped: {type(stopped).__name__}"})
-                console.print(
-                    f"Stopped at {trainer.global_step:,} agent steps; the last good state is saved in {path}. "
-                    "Fix the cause above and run the same command to resume.",
-                    soft_wrap=True,
-                )
+                _save_after_stop(trainer, checkpoints, stopped, console, errors)
                 return 1
             if stop.requested:
                 reason = f"{stop.signal_name} received"
@@ -256,6 +251,36 @@ def _loop(cfg: Config, trainer: Trainer, run_dir: Path, console: Console) -> int
                 # a full disk can fail the last flush; there is nothing more to save there
                 with contextlib.suppress(OSError):
                     sink.close()
+
+
+def _save_after_stop(
+    trainer: Trainer, checkpoints: Path, stopped: RunStoppedError, console: Console, errors: Console
+) -> None:
+    """Save the last good state after a :class:`RunStoppedError`; if that is impossible too (e.g. the
+    collector that holds the arenas' RNG state is gone), say which checkpoint on disk is the newest."""
+    try:
+        path = trainer.save(checkpoints, {"reason": f"stopped: {type(stopped).__name__}"})
+    except (RuntimeError, OSError) as err:  # CheckpointError and the collector's errors are RuntimeErrors
+        newest = next((p for p in list_checkpoints(checkpoints) if _verifies(p)), None)
+        errors.print(
+            f"The last state could not be saved ({type(err).__name__}: {err}). The newest checkpoint on disk is "
+            f"{newest or '- (none)'}; fix the cause above and run the same command to resume from it.",
+            soft_wrap=True,
+        )
+        return
+    console.print(
+        f"Stopped at {trainer.global_step:,} agent steps; the last good state is saved in {path}. "
+        "Fix the cause above and run the same command to resume.",
+        soft_wrap=True,
+    )
+
+
+def _verifies(path: Path) -> bool:
+    try:
+        verify_checkpoint(path)
+    except CheckpointError:
+        return False
+    return True
 
 
 def _iterations(
