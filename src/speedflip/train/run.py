@@ -58,8 +58,7 @@ def print_summary(console: Console, cfg: Config, trainer: Trainer, run_dir: Path
         ("tick skip / action delay", f"{cfg.env.tick_skip} / {cfg.env.action_delay_ticks} tick"),
         ("obs size", str(trainer.env.obs_dim)),
         ("actions", trainer.env.actions.coverage.summary()),
-        ("network", f"policy {cfg.ppo.policy_layers}, critic {cfg.ppo.critic_layers}, "
-         f"{trainer.model.num_parameters():,} parameters"),
+        ("network", _describe_network(cfg, trainer)),
         ("batch / minibatch",
          f"{cfg.batch_size:,} / {cfg.ppo.minibatch_size:,} x {cfg.ppo.update_epochs} epochs"),
         ("budget",
@@ -70,6 +69,15 @@ def print_summary(console: Console, cfg: Config, trainer: Trainer, run_dir: Path
     for key, value in rows:
         table.add_row(key, escape(value))
     console.print(table)
+
+
+def _describe_network(cfg: Config, trainer: Trainer) -> str:
+    params = f"{trainer.model.num_parameters():,} parameters"
+    if cfg.algo == "ppo_recurrent":
+        r = cfg.recurrent
+        return (f"encoder {r.encoder_layers} -> {r.cell.upper()} {r.hidden_size} x {r.num_layers} layer(s) -> "
+                f"policy and value heads, sequences of {r.sequence_length} steps, {params}")  # fmt: skip
+    return f"policy {cfg.ppo.policy_layers}, critic {cfg.ppo.critic_layers}, {params}"
 
 
 def expected_compat(cfg: Config) -> dict[str, Any]:
