@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         "--env", help="gym:<id> for any registered Gymnasium env (e.g. gym:CartPole-v1), or rocketleague"
     )
     train.add_argument("--algo", choices=("ppo", "ppo_recurrent", "dqn"),
-                       help="learning algorithm (ppo_recurrent and dqn need a Gymnasium env)")  # fmt: skip
+                       help="ppo, ppo_recurrent (LSTM/GRU, recurrent.*) or dqn (Gymnasium envs)")  # fmt: skip
 
     ev = sub.add_parser(
         "eval", help="evaluate a policy on its env (one argument) or a rated head-to-head match (two players)"
@@ -79,6 +79,11 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config key, e.g. --set run.torch_threads=1 (repeatable)")  # fmt: skip
     bench.add_argument("--no-rlgym", action="store_true", help="skip the RLGym v2 baseline")
+    bench.add_argument("--peer", choices=("rlgym-learn",),
+                       help="also train this peer on the same match (needs `make peer-venv`)")  # fmt: skip
+    bench.add_argument("--peer-venv", metavar="DIR", help="the peer's virtualenv (default: benchmarks/.peer-venv)")
+    bench.add_argument("--peer-seconds", type=float, default=150.0,
+                       help="wall time of each peer run (default 150)")  # fmt: skip
 
     watch = sub.add_parser("watch", help="play a match in RocketSim and write an interactive HTML replay")
     watch.add_argument("a", nargs="?", help="blue: run dir, checkpoint folder, rule / random / idle, or py:FILE:FUNC")
@@ -173,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
                 preset=args.preset,
                 overrides=args.set,
                 rlgym=not args.no_rlgym,
+                peer=args.peer,
+                peer_venv=args.peer_venv,
+                peer_seconds=args.peer_seconds,
             )
             results = run_bench(opts, console)
             print_report(results, console)
