@@ -108,6 +108,8 @@ def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None
     """
     console = console or Console()
     run_dir = run_dir.resolve()  # `--run-dir .` keeps working after --new moves the old run aside
+    if not new:
+        check_games_log(run_dir / "games.csv")  # before anything is created or written
     plan = prepare_run_dir(run_dir, expected_compat(cfg), new)
     if plan.archived_to is not None:
         console.print(f"--new: the previous run was moved to {plan.archived_to}")
@@ -115,7 +117,6 @@ def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None
         console.print(f"[yellow]skipped checkpoint[/yellow] {escape(reason)}", soft_wrap=True)
     for note in plan.leftovers:
         console.print(f"note: {escape(note)}", soft_wrap=True)
-    check_games_log(run_dir / "games.csv")
 
     trainer = Trainer(cfg, run_dir)
     try:
