@@ -31,3 +31,19 @@ bench: venv
 
 clean-venv:
 	rm -rf $(VENV)
+
+# The rlgym-learn peer for `speedflip bench --peer rlgym-learn`: its own venv, not a speedflip dependency.
+# rlgym-learn 2.0.0 + algos 0.4.2 stall in their shared-memory IPC on a 2-core machine; these versions run.
+PEER_VENV ?= benchmarks/.peer-venv
+PEER_PKGS ?= rlgym-learn==1.0.5 rlgym-learn-algos==0.2.6 "rlgym[rl-sim]" wandb
+
+.PHONY: peer-venv
+
+$(PEER_VENV)/.installed:
+	$(PYTHON) -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PEER_VENV)/bin/python -m pip install --quiet "$(TORCH_PIN)"
+	$(PEER_VENV)/bin/python -m pip install --quiet $(PEER_PKGS)
+	touch $@
+
+peer-venv: $(PEER_VENV)/.installed

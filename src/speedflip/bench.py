@@ -13,6 +13,10 @@ told otherwise), and reported in *agent steps per second* (one decision of one c
 - **RLGym**: the same match (1v1, tick skip 8, kickoffs, goal + touch rewards, goal/no-touch/timeout
   conditions) composed from RLGym v2 components and run through RLGym's own per-env loop, one
   batched forward of the same network for all agents per step (and once without any inference).
+- optionally (``--peer rlgym-learn``) a **peer trainer**: rlgym-learn + rlgym-learn-algos PPO on the
+  same match (RLGym ``DefaultObs``, ``LookupTableAction``, goal + touch rewards) with the same network
+  and batch, run from its own virtualenv by ``benchmarks/peer_rlgym_learn.py`` for a fixed wall time;
+  its overall agent steps/s (collection + update) against ``train``'s.
 - a **time breakdown** (physics, observations, rewards, the rest of the env step, inference, the
   trainer's bookkeeping, learning), **memory** per arena, and collection at twice the arenas.
 
@@ -42,7 +46,7 @@ from rich.table import Table
 from speedflip import __version__
 from speedflip.collect import choose_collector
 from speedflip.collect.multiprocess import MultiProcessVecEnv
-from speedflip.config import Config, config_to_dict, resolve_config
+from speedflip.config import Config, ConfigError, config_to_dict, resolve_config
 from speedflip.env.arenas import Arenas
 from speedflip.env.sim import init_rocketsim
 from speedflip.env.vec_env import RocketLeagueVecEnv
@@ -460,6 +464,74 @@ class BenchOptions:
     rounds: int = 3
     rlgym: bool = True
     scaling: bool = True
+    peer: str | None = None  # "rlgym-learn": also run that trainer (see benchmarks/peer_rlgym_learn.py)
+    peer_venv: str | None = None  # default: $SPEEDFLIP_PEER_VENV, else benchmarks/.peer-venv
+    peer_seconds: float = 150.0  # wall time of each peer run (its first PPO iteration is not counted)
+    peer_procs: int = 2  # rlgym-learn env processes (one env each)
+
+
+PEERS = ("rlgym-learn",)
+PEER_SCRIPT = "peer_rlgym_learn.py"
+
+
+class PeerUnavailableError(ConfigError):
+    """The peer trainer cannot run here (no checkout with its script, or no virtualenv for it)."""
+
+
+def _peer_module(venv: str | None) -> tuple[Any, Path]:
+    """The peer script (loaded from the source checkout's ``benchmarks/``) and the virtualenv to run it in.
+
+    Raises :class:`PeerUnavailableError` with what to do when either is missing.
+    """
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[2]
+    script = root / "benchmarks" / PEER_SCRIPT
+    if not script.is_file():
+        raise PeerUnavailableError(
+            f"--peer needs a source checkout of speedflip: {script} not found (the peer script is not installed "
+            "with the package)"
+        )
+    env = Path(venv or os.environ.get("SPEEDFLIP_PEER_VENV") or root / "benchmarks" / ".peer-venv")
+    python = env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    if not python.exists():
+        raise PeerUnavailableError(
+            f"no peer virtualenv at {env}: create it with `make peer-venv` in {root} (a separate venv with "
+            "torch==2.13.0, rlgym-learn==1.0.5, rlgym-learn-algos==0.2.6, rlgym[rl-sim] and wandb), or point "
+            "--peer-venv / $SPEEDFLIP_PEER_VENV at one"
+        )
+    spec = importlib.util.spec_from_file_location("speedflip_peer_rlgym_learn", script)
+    if spec is None or spec.loader is None:
+        raise PeerUnavailableError(f"cannot load {script}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, env
+
+
+def peer_spec(cfg: Config, seconds: float, procs: int, torch_threads: int) -> dict[str, Any]:
+    """What the peer trainer runs: ``cfg``'s match, goal + touch weights, network, batch and PPO settings."""
+    env, ppo = cfg.env, cfg.ppo
+    if env.blue_size != env.orange_size:
+        raise PeerUnavailableError("the rlgym-learn peer runs symmetric matches only")
+    return {
+        "seconds": seconds,
+        "team_size": env.blue_size,
+        "tick_skip": env.tick_skip,
+        "timeout_seconds": env.timeout_seconds,
+        "no_touch_timeout_seconds": env.no_touch_timeout_seconds,
+        "goal_reward": float(env.rewards.get("goal", 10.0)),
+        "touch_reward": float(env.rewards.get("touch", 1.0)),
+        "policy_layers": list(ppo.policy_layers),
+        "critic_layers": list(ppo.critic_layers),
+        "batch_size": cfg.batch_size,  # agent steps per PPO iteration
+        "minibatch_size": ppo.minibatch_size,  # samples per optimiser step
+        "epochs": ppo.update_epochs,
+        "learning_rate": ppo.learning_rate,
+        "ent_coef": ppo.ent_coef,
+        "n_proc": procs,
+        "torch_threads": torch_threads,
+        "seed": cfg.run.seed,
+    }
 
 
 def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, Any]:
@@ -474,6 +546,13 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     rounds = max(opts.rounds, 1)
     per_round = opts.seconds / rounds
     say = console.log
+    peer_module: Any = None
+    peer_venv: Path | None = None
+    if opts.peer is not None:
+        if opts.peer not in PEERS:
+            raise PeerUnavailableError(f"unknown peer {opts.peer!r}; known: {', '.join(PEERS)}")
+        peer_module, peer_venv = _peer_module(opts.peer_venv)
+        peer_spec(cfg, opts.peer_seconds, opts.peer_procs, 1)  # symmetric match? (fail before measuring)
     say(f"bench: preset {opts.preset} ({cfg.env.blue_size}v{cfg.env.orange_size}), {K} arenas, {cores} cores, "
         f"{opts.seconds:g} s per measurement over {rounds} rounds")  # fmt: skip
 
@@ -590,6 +669,23 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
             if closable is not None:
                 closable.close()
 
+    # --- the peer trainer, after everything above is closed (it needs the cores to itself)
+    peer: dict[str, Any] | None = None
+    if peer_module is not None and peer_venv is not None:
+        peer = {"runs": {}}
+        for threads in sorted({torch_threads, alt_threads}):
+            say(f"peer: rlgym-learn, {opts.peer_procs} env processes, torch threads {threads}, {opts.peer_seconds:g} s")
+            run = peer_module.run_peer(peer_spec(cfg, opts.peer_seconds, opts.peer_procs, threads), peer_venv)
+            if run.get("error"):
+                say(f"peer run failed: {run['error']}")
+            peer["runs"][str(threads)] = run
+        scored = [(r["overall_agent_sps"], t) for t, r in peer["runs"].items() if r.get("overall_agent_sps")]
+        best = max(scored) if scored else None
+        peer["agent_sps"] = best[0] if best else None
+        peer["torch_threads"] = int(best[1]) if best else None
+        peer["other_load_cores"] = peer["runs"][best[1]].get("other_load_cores") if best else None
+        peer["versions"] = next(iter(peer["runs"].values())).get("versions", {})
+
     # --- assemble
     phys = m["physics"].sps
     auto_collect = m["collect_inprocess"] if plan.backend == "inprocess" else m["collect_multiprocess"]
@@ -695,6 +791,9 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
         },
         "memory": memory,
         "other_load_cores": {name: measure.other_load for name, measure in m.items() if measure.seconds > 0},
+        "peer_rlgym_learn_agent_sps": peer["agent_sps"] if peer is not None else None,
+        "train_vs_peer_rlgym_learn": ratio(m["train"].sps, peer["agent_sps"]) if peer is not None else None,
+        "peer_rlgym_learn": peer,
     }
     results["targets"] = _targets(results)
     return results
@@ -713,6 +812,9 @@ def _targets(r: dict[str, Any]) -> dict[str, Any]:
     scale = big / base if big is not None and base else None
     # within 3 % counts as "not lower": that is below the run-to-run noise of this measurement
     out["doubling_arenas_keeps_sps"] = {"value": scale, "goal": 0.97, "met": scale is not None and scale >= 0.97}
+    if r.get("peer_rlgym_learn") is not None:
+        vs_peer = r.get("train_vs_peer_rlgym_learn")
+        out["train_ge_3x_rlgym_learn"] = {"value": vs_peer, "goal": 3.0, "met": vs_peer is not None and vs_peer >= 3.0}
     return out
 
 
@@ -760,10 +862,27 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         (f"collect with {2 * cfg['num_arenas']} arenas ({r['auto_backend']})", r["collect_agent_sps_2x_arenas"],
          "collect_2x_arenas"),
     ]  # fmt: skip
+    peer = r.get("peer_rlgym_learn")
+    if peer is not None:
+        version = peer.get("versions", {}).get("rlgym-learn", "?")
+        procs = next(iter(peer["runs"].values()))["spec"]["n_proc"]
+        load = {**load, "peer_rlgym_learn": peer.get("other_load_cores")}
+        rows.append((f"peer: rlgym-learn {version} PPO train ({procs} env processes, torch threads "
+                     f"{peer.get('torch_threads') or '-'})", peer.get("agent_sps"), "peer_rlgym_learn"))  # fmt: skip
     for label, sps, key in rows:
         pct = f"{sps / phys:.0%}" if sps is not None and phys else "-"
         table.add_row(label, _fmt(sps), pct, _fmt(load.get(key), ".2f"))
     console.print(table)
+    if peer is not None:
+        per_threads = ", ".join(
+            f"torch threads {t}: {_fmt(run.get('overall_agent_sps'))} ({run.get('iterations_used', 0)} iterations)"
+            for t, run in peer["runs"].items()
+        )
+        console.print(
+            f"peer rlgym-learn overall agent steps/s by torch threads: {per_threads}; "
+            f"train / peer = {_fmt(r.get('train_vs_peer_rlgym_learn'), '.2f')}x",
+            soft_wrap=True,
+        )
     console.print(f"physics: {r['physics_ticks_per_second']:,.0f} arena ticks/s; auto collector: {r['auto_reason']}")
 
     bd = Table(title="where the time goes (ms per 1000 agent steps)", title_justify="left")

@@ -17,28 +17,14 @@ from typing import Any
 
 import numpy as np
 
+from speedflip.env.episodes import EPISODE_METRICS
+
 ALIGN = 64  # bytes; every array starts on a cache line
 
 COUNTER_FIELDS = ("total_touches", "total_agent_seconds", "total_goals")
-# the keys of RocketLeagueVecEnv's finished-episode dicts (the last ones: speedflip.env.episodes.EPISODE_METRICS)
-EPISODE_FIELDS = (
-    "return",
-    "length_seconds",
-    "touches_per_minute",
-    "goal",
-    "touches",
-    "goals",
-    "shots",
-    "saves",
-    "demos",
-    "air_fraction",
-    "mean_speed",
-    "boost_used",
-    "turtle_events",
-    "recovery_rate",
-    "ticks_to_recover",
-    "mechanics",
-)
+# the keys of RocketLeagueVecEnv's finished-episode dicts: return, length and touch rate, then
+# the episode metrics of speedflip.env.episodes (one list, so the two cannot drift apart)
+EPISODE_FIELDS = ("return", "length_seconds", "touches_per_minute", "goal", *EPISODE_METRICS)
 
 Layout = list[tuple[str, str, tuple[int, ...], int]]
 
