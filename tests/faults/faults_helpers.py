@@ -104,7 +104,7 @@ class Trainer:
     def __init__(self, run_dir: Path, total_steps: int, *extra: str, save_delay: float | None = None) -> None:
         self.run_dir = run_dir
         logs = run_dir.parent / "logs"
-        logs.mkdir(exist_ok=True)
+        logs.mkdir(parents=True, exist_ok=True)
         stamp = time.time_ns()
         self.out_path = logs / f"{stamp}.out"
         self.err_path = logs / f"{stamp}.err"
