@@ -1,21 +1,22 @@
-"""Learning benchmark: speedflip PPO/DQN vs Stable-Baselines3 PPO/DQN on CartPole-v1 (not run in CI).
+"""Learning benchmark: speedflip PPO/DQN vs Stable-Baselines3 PPO/DQN on CartPole-v1 or Acrobot-v1 (not in CI).
 
 For every (algorithm, seed) the agent trains for the same budget of env steps; every
 ``--eval-every`` steps its deterministic policy plays ``--eval-episodes`` episodes on separate env
 copies (the same :func:`speedflip.gym.evaluate.run_episodes` for both libraries, same seeds). We
 record the first step at which the mean evaluation return reaches the solved threshold (CartPole:
-475), the training wall-clock at that point (evaluation time excluded), and the final evaluation
-return at the end of the budget. Both libraries run with one torch thread.
+475, Acrobot: -100), the training wall-clock at that point (evaluation time excluded), and the final
+evaluation return at the end of the budget. Both libraries run with one torch thread.
 
-Algorithms:
-  sf-ppo, sf-dqn        speedflip with the presets cartpole-ppo / cartpole-dqn
-  sb3-ppo, sb3-dqn      SB3 with the RL-Zoo CartPole-v1 hyperparameters (the ones the presets follow)
+Algorithms (``--env`` picks the task; presets and RL-Zoo settings are per task, see ``TASKS``):
+  sf-ppo, sf-dqn        speedflip with the presets <task>-ppo / <task>-dqn
+  sb3-ppo, sb3-dqn      SB3 with the RL-Zoo hyperparameters for the task (the ones the presets start from)
   sb3-ppo-default       SB3 PPO at its library defaults (n_steps 2048, lr 3e-4, 1 env)
   sb3-dqn-default       SB3 DQN at its library defaults (a 1M buffer, target update every 10k steps)
 
 Usage (needs ``pip install -e .[bench]`` for stable-baselines3)::
 
     python benchmarks/learning.py --seeds 5 --json learning.json --markdown learning.md
+    python benchmarks/learning.py --env Acrobot-v1 --seeds 5 --json acrobot.json --markdown acrobot.md
     python benchmarks/learning.py --algos sf-ppo,sb3-ppo --seeds 3 --stop-when-solved
 """
 
@@ -39,10 +40,26 @@ from speedflip.config import apply_overrides, build_config, load_preset
 from speedflip.gym.agents import make_learner
 from speedflip.gym.evaluate import run_episodes
 
-ENV_ID = "CartPole-v1"
-SOLVED = 475.0
 EVAL_SEED = 12_345
-BUDGETS = {"ppo": 100_000, "dqn": 60_000}
+
+
+@dataclass(frozen=True)
+class Task:
+    """A benchmark task: the env, its solved threshold, speedflip's presets and the default budgets."""
+
+    env_id: str
+    solved: float
+    presets: dict[str, str]
+    budgets: dict[str, int]
+
+
+TASKS = {
+    "CartPole-v1": Task("CartPole-v1", 475.0, {"ppo": "cartpole-ppo", "dqn": "cartpole-dqn"},
+                        {"ppo": 100_000, "dqn": 60_000}),
+    "Acrobot-v1": Task("Acrobot-v1", -100.0, {"ppo": "acrobot-ppo", "dqn": "acrobot-dqn"},
+                       {"ppo": 200_000, "dqn": 100_000}),
+}  # fmt: skip
+TASK = TASKS["CartPole-v1"]  # set by main() from --env
 
 
 @dataclass
@@ -79,12 +96,12 @@ class Evaluator:
     def evaluate(self, step: int, policy: Any) -> bool:
         train_s = self.train_seconds()
         t0 = time.perf_counter()
-        episodes = run_episodes(ENV_ID, {}, policy, self.episodes, 5, EVAL_SEED, deterministic=True)
+        episodes = run_episodes(TASK.env_id, {}, policy, self.episodes, 5, EVAL_SEED, deterministic=True)
         self.eval_seconds += time.perf_counter() - t0
         mean = float(np.mean(episodes.returns))
         self.result.curve.append((step, mean))
         self.result.final_return = mean
-        if mean >= SOLVED and self.result.solved_step is None:
+        if mean >= TASK.solved and self.result.solved_step is None:
             self.result.solved_step, self.result.solved_seconds = step, train_s
             return self.stop
         return False
@@ -92,7 +109,7 @@ class Evaluator:
 
 # ---------------------------------------------------------------------- speedflip
 def run_speedflip(algo: str, seed: int, budget: int, ev: Evaluator) -> None:
-    preset = "cartpole-ppo" if algo == "ppo" else "cartpole-dqn"
+    preset = TASK.presets[algo]
     overrides = [f"run.seed={seed}", f"run.total_steps={budget}", "run.torch_threads=1", "run.device=cpu"]
     cfg = build_config(apply_overrides(load_preset(preset), overrides))
     learner = make_learner(cfg)
@@ -110,15 +127,18 @@ def run_speedflip(algo: str, seed: int, budget: int, ev: Evaluator) -> None:
 
 # ---------------------------------------------------------------------- Stable-Baselines3
 class SB3Policy:
-    """Adapts an SB3 model to the evaluation loop (deterministic ``predict``)."""
+    """Adapts an SB3 model to the evaluation loop (deterministic ``predict``, VecNormalize'd obs if any)."""
 
     def __init__(self, model: Any) -> None:
         self.model = model
+        self.normalizer = model.get_vec_normalize_env()  # its running stats, frozen while evaluating
 
     def reset(self, num_envs: int) -> None:
         return None
 
     def act(self, obs: Array, starts: Array, deterministic: bool) -> Array:
+        if self.normalizer is not None:
+            obs = self.normalizer.normalize_obs(obs)
         actions, _ = self.model.predict(obs, deterministic=deterministic)
         out: Array = np.asarray(actions)
         return out
@@ -129,23 +149,37 @@ def _linear(start: float) -> Callable[[float], float]:
 
 
 def sb3_model(name: str, seed: int) -> Any:
+    """SB3 models. RL-Zoo settings: github.com/DLR-RM/rl-baselines3-zoo, hyperparams/ppo.yml and dqn.yml."""
     from stable_baselines3 import DQN, PPO
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
 
+    ENV_ID = TASK.env_id
+    if name.endswith("-default"):
+        cls = PPO if name == "sb3-ppo-default" else DQN
+        return cls("MlpPolicy", make_vec_env(ENV_ID, n_envs=1, seed=seed), seed=seed, device="cpu")
+    if ENV_ID == "Acrobot-v1" and name == "sb3-ppo":  # zoo: normalize, 16 envs, n_steps 256, batch 64 (default)
+        env = VecNormalize(make_vec_env(ENV_ID, n_envs=16, seed=seed))
+        return PPO("MlpPolicy", env, n_steps=256, gae_lambda=0.94, gamma=0.99, n_epochs=4, ent_coef=0.0,
+                   seed=seed, device="cpu")  # fmt: skip
+    if ENV_ID == "Acrobot-v1" and name == "sb3-dqn":  # zoo: gradient_steps -1 = one per env step
+        env = make_vec_env(ENV_ID, n_envs=1, seed=seed)
+        return DQN("MlpPolicy", env, learning_rate=6.3e-4, batch_size=128, buffer_size=50_000, learning_starts=0,
+                   gamma=0.99, target_update_interval=250, train_freq=4, gradient_steps=-1,
+                   exploration_fraction=0.12, exploration_final_eps=0.1, policy_kwargs={"net_arch": [256, 256]},
+                   seed=seed, device="cpu")  # fmt: skip
+    if ENV_ID != "CartPole-v1":
+        raise ValueError(f"no RL-Zoo settings here for {ENV_ID}")
     if name == "sb3-ppo":  # RL-Zoo hyperparameters for CartPole-v1
         env = make_vec_env(ENV_ID, n_envs=8, seed=seed)
         return PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
                    learning_rate=_linear(1e-3), clip_range=_linear(0.2), seed=seed, device="cpu")  # fmt: skip
-    if name == "sb3-ppo-default":
-        return PPO("MlpPolicy", make_vec_env(ENV_ID, n_envs=1, seed=seed), seed=seed, device="cpu")
     if name == "sb3-dqn":  # RL-Zoo hyperparameters for CartPole-v1
         env = make_vec_env(ENV_ID, n_envs=1, seed=seed)
         return DQN("MlpPolicy", env, learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
                    learning_starts=1000, gamma=0.99, target_update_interval=10, train_freq=256, gradient_steps=128,
                    exploration_fraction=0.16, exploration_final_eps=0.04, policy_kwargs={"net_arch": [256, 256]},
                    seed=seed, device="cpu")  # fmt: skip
-    if name == "sb3-dqn-default":
-        return DQN("MlpPolicy", make_vec_env(ENV_ID, n_envs=1, seed=seed), seed=seed, device="cpu")
     raise ValueError(f"unknown SB3 algorithm {name}")
 
 
@@ -197,13 +231,14 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     def fmt(value: Any, spec: str) -> str:
         return "-" if value is None else format(value, spec)
 
+    goal = f"{TASK.solved:g}"
     lines = [
-        f"CartPole-v1, {args.seeds} seeds, evaluation every {args.eval_every:,} steps on {args.eval_episodes} "
-        f"deterministic episodes; solved = mean evaluation return >= {SOLVED:g}. Wall-clock is training time "
+        f"{TASK.env_id}, {args.seeds} seeds, evaluation every {args.eval_every:,} steps on {args.eval_episodes} "
+        f"deterministic episodes; solved = mean evaluation return >= {goal}. Wall-clock is training time "
         "only (evaluation excluded), one torch thread"
         + (", runs stopped once solved (no final return)." if args.stop_when_solved else "."),
         "",
-        "| algorithm | budget | solved | steps to 475 (median; per seed) | seconds to 475 (median; per seed) "
+        f"| algorithm | budget | solved | steps to {goal} (median; per seed) | seconds to {goal} (median; per seed) "
         "| final return (mean ± std) | training s (mean) |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -222,11 +257,12 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--env", default="CartPole-v1", choices=sorted(TASKS))
     parser.add_argument("--algos", default="sf-ppo,sb3-ppo,sf-dqn,sb3-dqn")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--ppo-budget", type=int, default=BUDGETS["ppo"])
-    parser.add_argument("--dqn-budget", type=int, default=BUDGETS["dqn"])
+    parser.add_argument("--ppo-budget", type=int, help="env steps per PPO run (default: the task's)")
+    parser.add_argument("--dqn-budget", type=int, help="env steps per DQN run (default: the task's)")
     parser.add_argument("--eval-every", type=int, default=5_000)
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--stop-when-solved", action="store_true", help="end a run at its first solved evaluation")
@@ -234,6 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", help="write the summary table here")
     parser.add_argument("--merge", nargs="+", metavar="JSON", help="only rebuild the table from earlier --json files")
     args = parser.parse_args(argv)
+    global TASK
+    TASK = TASKS[args.env]
+    args.ppo_budget = args.ppo_budget or TASK.budgets["ppo"]
+    args.dqn_budget = args.dqn_budget or TASK.budgets["dqn"]
     torch.set_num_threads(1)
     results: list[RunResult] = []
     if args.merge:
