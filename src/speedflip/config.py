@@ -437,8 +437,12 @@ class RecurrentConfig(_Strict):
     num_layers: int = Field(1, ge=1, le=8)
     sequence_length: int = Field(8, ge=1, description="steps per training sequence (BPTT length)")
     encoder_layers: list[int] = Field(default_factory=lambda: [64], description="MLP before the core; [] = none")
+    head_layers: list[int] = Field(
+        default_factory=lambda: [64],
+        description="MLP heads over [core output, encoder features]; [] = one linear layer on the core output",
+    )
 
-    @field_validator("encoder_layers")
+    @field_validator("encoder_layers", "head_layers")
     @classmethod
     def _layers(cls, v: list[int]) -> list[int]:
         return _check_layers(v, "[64]", allow_empty=True)

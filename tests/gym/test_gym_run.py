@@ -179,7 +179,8 @@ def test_recurrent_checkpoint_restores_weights_and_restarts_memory(tmp_path: Pat
     assert a.state.abs().sum() > 0  # memory carried between rollouts
     path = save_checkpoint(tmp_path, a.global_step, a.to_checkpoint(), keep=2)
     assert verify_checkpoint(path)["compat"]["network"] == {
-        "cell": "gru", "hidden_size": 64, "num_layers": 1, "encoder_layers": [64], "activation": "tanh",
+        "cell": "gru", "hidden_size": 64, "num_layers": 1, "encoder_layers": [64], "head_layers": [64],
+        "activation": "tanh",
     }  # fmt: skip
     b = RecurrentPPOLearner(cfg)
     b.load(path)

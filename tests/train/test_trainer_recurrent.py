@@ -23,7 +23,7 @@ from speedflip.train.run import train
 from speedflip.train.trainer import Trainer
 
 RECURRENT: dict[str, Any] = {"cell": "gru", "hidden_size": 16, "num_layers": 1, "sequence_length": 4,
-                             "encoder_layers": [16]}  # fmt: skip
+                             "encoder_layers": [16], "head_layers": [16]}  # fmt: skip
 
 
 def recurrent_config(**sections: dict[str, Any]) -> Config:
@@ -84,7 +84,7 @@ def test_update_trains_and_checkpoint_round_trips(tmp_path: Path, trainer: Train
     path = trainer.save(tmp_path / "checkpoints")
     ckpt = load_checkpoint(path)
     assert ckpt.meta["compat"]["recurrent"] == {"cell": "gru", "hidden_size": 16, "num_layers": 1,
-                                                "encoder_layers": [16]}  # fmt: skip
+                                                "encoder_layers": [16], "head_layers": [16]}  # fmt: skip
     other = Trainer(recurrent_config())
     try:
         other.load(path)

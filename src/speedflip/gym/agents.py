@@ -128,7 +128,7 @@ def build_model(cfg: Config, info: SpaceInfo) -> torch.nn.Module:
     elif cfg.algo == "ppo_recurrent":
         r = cfg.recurrent
         model = RecurrentActorCritic(
-            info.obs_dim, info.num_actions, r.cell, r.hidden_size, r.num_layers, r.encoder_layers
+            info.obs_dim, info.num_actions, r.cell, r.hidden_size, r.num_layers, r.encoder_layers, r.head_layers
         )
     else:
         model = ActorCritic(info.obs_dim, info.num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers)

@@ -22,7 +22,7 @@ def recurrent_spec(cfg: Config) -> dict[str, Any] | None:
         return None
     r = cfg.recurrent
     return {"cell": r.cell, "hidden_size": r.hidden_size, "num_layers": r.num_layers,
-            "encoder_layers": list(r.encoder_layers)}  # fmt: skip
+            "encoder_layers": list(r.encoder_layers), "head_layers": list(r.head_layers)}  # fmt: skip
 
 
 def model_from_compat(compat: dict[str, Any], bins: int = 5) -> PolicyModel:
@@ -32,7 +32,7 @@ def model_from_compat(compat: dict[str, Any], bins: int = 5) -> PolicyModel:
     if spec is not None:
         return RecurrentActorCritic(
             obs_dim, num_actions, spec["cell"], int(spec["hidden_size"]), int(spec["num_layers"]),
-            list(spec["encoder_layers"]),
+            list(spec["encoder_layers"]), list(spec.get("head_layers", [])),
         )  # fmt: skip
     head = HEAD_FOR_FORM[str(compat.get("action_form", "table"))]
     return ActorCritic(obs_dim, num_actions, list(compat["policy_layers"]), list(compat["critic_layers"]), head, bins)

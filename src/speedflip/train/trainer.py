@@ -223,7 +223,8 @@ class Trainer:
         if self.cfg.algo == "ppo_recurrent":
             r = self.cfg.recurrent
             recurrent = RecurrentActorCritic(
-                self.env.obs_dim, self.env.num_actions, r.cell, r.hidden_size, r.num_layers, r.encoder_layers
+                self.env.obs_dim, self.env.num_actions, r.cell, r.hidden_size, r.num_layers, r.encoder_layers,
+                r.head_layers,
             )
             return recurrent.to(self.device)
         model = ActorCritic(
