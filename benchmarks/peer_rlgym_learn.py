@@ -382,7 +382,7 @@ def default_spec(seconds: float = 240.0) -> dict[str, Any]:
         "epochs": 3,
         "learning_rate": 2e-4,
         "ent_coef": 0.01,
-        "n_proc": 2,
+        "n_proc": 4,
         "torch_threads": None,
         "seed": 0,
     }
@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--venv", default=os.environ.get("SPEEDFLIP_PEER_VENV", str(DEFAULT_VENV)),
                     help="the peer virtualenv (default $SPEEDFLIP_PEER_VENV or benchmarks/.peer-venv)")  # fmt: skip
     ap.add_argument("--seconds", type=float, default=240.0, help="wall time of the run (default 240)")
-    ap.add_argument("--n-proc", type=int, default=2, help="rlgym-learn env processes (one env each; default 2)")
+    ap.add_argument("--n-proc", type=int, default=4, help="rlgym-learn env processes (one env each; default 4)")
     ap.add_argument("--team-size", type=int, default=1)
     ap.add_argument("--layers", default="256,256,256", help="policy and critic hidden layers")
     ap.add_argument("--batch", type=int, default=32768, help="agent steps per PPO iteration")

@@ -84,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--peer-venv", metavar="DIR", help="the peer's virtualenv (default: benchmarks/.peer-venv)")
     bench.add_argument("--peer-seconds", type=float, default=150.0,
                        help="wall time of each peer run (default 150)")  # fmt: skip
+    bench.add_argument("--peer-procs", type=int, default=4, help="the peer's env processes (default 4)")
 
     watch = sub.add_parser("watch", help="play a match in RocketSim and write an interactive HTML replay")
     watch.add_argument("a", nargs="?", help="blue: run dir, checkpoint folder, rule / random / idle, or py:FILE:FUNC")
@@ -181,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                 peer=args.peer,
                 peer_venv=args.peer_venv,
                 peer_seconds=args.peer_seconds,
+                peer_procs=args.peer_procs,
             )
             results = run_bench(opts, console)
             print_report(results, console)
