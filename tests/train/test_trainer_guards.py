@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -147,5 +148,28 @@ def test_compile_gives_the_same_outputs() -> None:
         x = torch.randn(5, trainer.env.obs_dim)
         torch.testing.assert_close(trainer.model.compiled["policy"](x), trainer.model.policy(x))
         torch.testing.assert_close(trainer.model.value(x), trainer.model.critic(x).squeeze(-1))
+    finally:
+        trainer.close()
+
+
+def test_a_dead_collector_stops_the_run_and_the_state_still_saves(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    from speedflip.collect.multiprocess import MultiProcessVecEnv
+    from speedflip.errors import RunStoppedError
+
+    trainer = Trainer(tiny_config(run={"collector": "multiprocess", "num_workers": 2, "max_worker_restarts": 0}))
+    try:
+        batch, raw_obs, _ = trainer.collect()
+        trainer.update(batch, raw_obs)
+        assert isinstance(trainer.env, MultiProcessVecEnv)
+        pid = trainer.env.pids[0]
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(RunStoppedError, match="rollout collection failed"):
+            trainer.collect()
+        path = trainer.save(tmp_path / "checkpoints")  # the workers are gone; the learner's state is not
+        assert (path / "model.safetensors").is_file()
     finally:
         trainer.close()

@@ -31,6 +31,7 @@ from speedflip.algos.normalize import ReturnNormalizer, RunningMeanStd
 from speedflip.algos.ppo import Batch, compute_gae, ppo_update
 from speedflip.algos.ppo_recurrent import SequenceRollout, recurrent_ppo_update
 from speedflip.collect import make_vec_env
+from speedflip.collect.multiprocess import CollectorError
 from speedflip.config import Config, ConfigError, config_to_dict
 from speedflip.device import resolve_device
 from speedflip.env.action_forms import action_mask, controls_from_continuous, controls_from_multi_discrete
@@ -139,6 +140,7 @@ class Trainer:
         self.total_nonfinite_updates = 0
         self.total_weight_restores = 0
         self.total_discarded_rollouts = 0
+        self._env_rng_state: dict[str, Any] = self.env.get_rng_state()
         self.last_nonfinite_reason = ""
         # overlap of collection and learning (run.overlap_collection)
         self.overlap = cfg.run.overlap_collection
@@ -253,6 +255,7 @@ class Trainer:
         version = self.iteration
         discarded = 0
         try:
+            self._env_rng_state = self.env.get_rng_state()  # for a checkpoint after the collector failed
             while True:
                 restarts = self.env.worker_restarts
                 batch, raw_obs, stats = self._collect_rollout(model, rms)
@@ -264,6 +267,10 @@ class Trainer:
                         f"{discarded} rollouts in a row were cut by collection-worker restarts; check "
                         "`speedflip doctor` and free memory, or use run.collector=inprocess"
                     )
+        except CollectorError as err:
+            if isinstance(err, RunStoppedError):
+                raise
+            raise RunStoppedError(f"rollout collection failed: {err}") from err
         finally:
             if thread is not None:
                 thread.join()
@@ -549,7 +556,7 @@ class Trainer:
         meta = {
             "iteration": self.iteration,
             "compat": self.compat,
-            "numpy_rng": self.env.get_rng_state(),
+            "numpy_rng": self._current_env_rng(),
             "num_agents": self.env.num_agents,
             "stage": self.stage,
             "reward_phase": self.reward_phase,
@@ -577,6 +584,12 @@ class Trainer:
         }
         model_state = {k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()}
         return Checkpoint(model_state, opt_tensors, opt_meta, state, meta)
+
+    def _current_env_rng(self) -> dict[str, Any]:
+        try:
+            return self.env.get_rng_state()
+        except CollectorError:  # the workers are gone: the state from the start of the last rollout
+            return self._env_rng_state
 
     def save(self, checkpoints_dir: Path, extra_meta: dict[str, Any] | None = None) -> Path:
         self.finish_pending_update()
