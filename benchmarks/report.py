@@ -28,14 +28,20 @@ def bench_tables(paths: list[Path]) -> str:
     head = "| measurement | " + " | ".join(_label(r) for r in runs) + " |"
     lines = [head, "|---" * (len(runs) + 1) + "|"]
 
-    def row(label: str, get: Any, load_key: str | None = None) -> None:
+    def row(label: str, get: Any, load_key: Any = None) -> None:
         cells = []
         for r in runs:
             try:
                 value = get(r)
             except (KeyError, TypeError):  # a figure this result file does not have
                 value = None
-            load = r["other_load_cores"].get(load_key) if load_key else None
+            if callable(load_key):
+                try:
+                    load = load_key(r)
+                except (KeyError, TypeError):
+                    load = None
+            else:
+                load = r["other_load_cores"].get(load_key) if load_key else None
             cell = f"{_n(value)} ({_pct(value, r['physics_agent_sps'])})"
             if load is not None and load >= 0.2:
                 cell += f" [other load {load:.1f}]"
@@ -63,6 +69,14 @@ def bench_tables(paths: list[Path]) -> str:
     row("RLGym v2 loop + same inference, the other torch thread count", lambda r: r["rlgym_agent_sps_alt_torch"],
         "rlgym_alt")  # fmt: skip
     row("RLGym v2 loop, env only", lambda r: r["rlgym_env_only_agent_sps"], "rlgym_env_only")
+    if any(r.get("peer_rlgym_learn") for r in runs):
+        row("peer: rlgym-learn PPO train end to end (`--peer rlgym-learn`)", lambda r: r["peer_rlgym_learn_agent_sps"],
+            lambda r: r["peer_rlgym_learn"]["other_load_cores"])  # fmt: skip
+        lines.append(
+            "| train / rlgym-learn | "
+            + " | ".join(f"{_n(r.get('train_vs_peer_rlgym_learn'), '.2f')}x" for r in runs)
+            + " |"
+        )
     out = ["Agent steps per second (share of the physics limit) [CPU cores other processes used meanwhile]:", ""]
     out += lines
     out += ["", "Time per 1000 agent steps (ms):", ""]

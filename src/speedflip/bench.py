@@ -467,7 +467,7 @@ class BenchOptions:
     peer: str | None = None  # "rlgym-learn": also run that trainer (see benchmarks/peer_rlgym_learn.py)
     peer_venv: str | None = None  # default: $SPEEDFLIP_PEER_VENV, else benchmarks/.peer-venv
     peer_seconds: float = 150.0  # wall time of each peer run (its first PPO iteration is not counted)
-    peer_procs: int = 4  # rlgym-learn env processes (one env each); 4 was its best on 2 cores (2: -17 %, 8: -10 %)
+    peer_procs: int = 4  # rlgym-learn env processes (one env each); the fastest of 2, 4, 8 in single runs on 2 cores
 
 
 PEERS = ("rlgym-learn",)
