@@ -100,7 +100,6 @@ class RolloutStats:
     reward_means: dict[str, float]
     reward_per_step: float
     episode_metrics: dict[str, float | None] = field(default_factory=dict)  # env.episodes.episode_means
-    discarded_rollouts: int = 0  # rollouts thrown away because a collection worker was restarted
     policy_version: int = 0  # the update count of the weights that acted in this rollout
 
 
@@ -144,7 +143,7 @@ class Trainer:
         self.last_nonfinite_reason = ""
         # overlap of collection and learning (run.overlap_collection)
         self.overlap = cfg.run.overlap_collection
-        self._pending: tuple[Batch | SequenceRollout, Array] | None = None  # collected, not trained on yet
+        self._pending: tuple[Batch | SequenceRollout, Array | None] | None = None  # collected, not trained on yet
         self._pending_metrics: dict[str, float] = {}
         self._update_error: BaseException | None = None
         self.actor: PolicyModel | None = None  # the weights acting while the model trains (overlap mode)
@@ -225,7 +224,12 @@ class Trainer:
         if self.cfg.algo == "ppo_recurrent":
             r = self.cfg.recurrent
             recurrent = RecurrentActorCritic(
-                self.env.obs_dim, self.env.num_actions, r.cell, r.hidden_size, r.num_layers, r.encoder_layers,
+                self.env.obs_dim,
+                self.env.num_actions,
+                r.cell,
+                r.hidden_size,
+                r.num_layers,
+                r.encoder_layers,
                 r.head_layers,
             )
             return recurrent.to(self.device)
@@ -241,7 +245,7 @@ class Trainer:
 
         A rollout during which a collection worker was restarted is discarded (the restarted arenas
         were cut mid-episode, their steps would mix two worlds) and collected again; the count is in
-        ``stats.discarded_rollouts``. In overlap mode (``run.overlap_collection``) the update of the
+        ``total_discarded_rollouts``. In overlap mode (``run.overlap_collection``) the update of the
         previous rollout runs in a background thread meanwhile, and a copy of the weights from before
         that update acts: the rollout is one policy version behind the weights that train on it.
         """
@@ -278,7 +282,6 @@ class Trainer:
             error, self._update_error = self._update_error, None
             raise error
         self.global_step += stats.steps
-        stats.discarded_rollouts = discarded
         stats.policy_version = version
         self.total_discarded_rollouts += discarded
         return batch, raw_obs, stats
@@ -459,7 +462,7 @@ class Trainer:
         background; the metrics returned are those of the update that finished last (empty at first).
         """
         if self.overlap:
-            self._pending = (batch, raw_obs if raw_obs is not None else np.zeros((0, self.env.obs_dim), np.float32))
+            self._pending = (batch, raw_obs)
             metrics, self._pending_metrics = self._pending_metrics, {}
             return metrics
         return self._update_now(batch, raw_obs)
@@ -470,7 +473,7 @@ class Trainer:
             pending, self._pending = self._pending, None
             self._pending_metrics = self._update_now(*pending)
 
-    def _background_update(self, batch: Batch | SequenceRollout, raw_obs: Array) -> None:
+    def _background_update(self, batch: Batch | SequenceRollout, raw_obs: Array | None) -> None:
         try:
             self._pending_metrics = self._update_now(batch, raw_obs)
         except BaseException as err:  # handed to the main thread, raised at the end of collect()
@@ -489,10 +492,11 @@ class Trainer:
             reason = None
             if metrics["nonfinite_minibatches"] > 0:
                 reason = f"NaN/Inf loss or gradients in {metrics['nonfinite_minibatches']:.0f} minibatches"
-            if not weights_finite(self.model):
-                reason = "the weights became NaN/Inf"
-        self._guard(reason)
-        if reason is None and raw_obs is not None and raw_obs.size and self.cfg.ppo.normalize_obs:
+        poisoned = not weights_finite(self.model)
+        if poisoned and not bad_inputs:
+            reason = "the weights became NaN/Inf"
+        self._guard(reason, poisoned)
+        if reason is None and raw_obs is not None and self.cfg.ppo.normalize_obs:
             self.obs_rms.update(raw_obs.reshape(-1, raw_obs.shape[-1]))
         self.iteration += 1
         metrics["learning_rate"] = self.learning_rate()
@@ -514,9 +518,10 @@ class Trainer:
             "optimizer": copy.deepcopy(self.optimizer.state_dict()),
         }
 
-    def _guard(self, reason: str | None) -> None:
-        """Count bad updates; restore the last good weights after ``max_nonfinite_updates`` in a row;
-        stop the run when ``max_nonfinite_restores`` restores in a row did not help."""
+    def _guard(self, reason: str | None, poisoned: bool) -> None:
+        """Count bad updates; restore the last good weights after ``max_nonfinite_updates`` in a row
+        (at once when the weights themselves are ``poisoned``); stop the run when
+        ``max_nonfinite_restores`` restores in a row did not help."""
         if reason is None:
             self.nonfinite_updates_in_row = 0
             self.nonfinite_restores_in_row = 0
@@ -525,7 +530,6 @@ class Trainer:
         self.total_nonfinite_updates += 1
         self.nonfinite_updates_in_row += 1
         self.last_nonfinite_reason = reason
-        poisoned = not weights_finite(self.model)
         if self.nonfinite_updates_in_row < self.cfg.run.max_nonfinite_updates and not poisoned:
             return  # this update's bad minibatches were skipped; the weights are still the good ones
         self.model.load_state_dict(self._good_weights["model"])
