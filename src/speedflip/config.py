@@ -25,8 +25,8 @@ from pydantic import (
     model_validator,
 )
 
+from speedflip.env.registry import MECHANICS_SETTERS, STATE_SETTER_NAMES, check_setter_options
 from speedflip.env.rewards import REWARD_COMPONENTS
-from speedflip.env.states import MECHANICS_SETTERS, STATE_SETTERS, check_setter_options
 
 
 class ConfigError(ValueError):
@@ -213,9 +213,9 @@ class EnvConfig(_Strict):
     @field_validator("state_setters", "mechanics_setters")
     @classmethod
     def _known_setters(cls, v: dict[str, float]) -> dict[str, float]:
-        unknown = sorted(set(v) - set(STATE_SETTERS))
+        unknown = sorted(set(v) - set(STATE_SETTER_NAMES))
         if unknown:
-            raise ValueError(f"unknown state setter(s) {unknown}; available: {sorted(STATE_SETTERS)}")
+            raise ValueError(f"unknown state setter(s) {unknown}; available: {sorted(STATE_SETTER_NAMES)}")
         if any(w < 0 for w in v.values()) or not any(w > 0 for w in v.values()):
             raise ValueError("state setter weights must be >= 0 with at least one > 0")
         return v

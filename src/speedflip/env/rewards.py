@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from speedflip._types import Array
 from speedflip.env import layout as L
-from speedflip.env.arenas import GameArrays
+
+if TYPE_CHECKING:  # only for annotations: the config imports this module and must not load RocketSim
+    from speedflip.env.arenas import GameArrays
 
 OPPONENT_GOAL = np.array([0.0, L.BACK_WALL_Y + L.BALL_RADIUS, L.GOAL_CENTER_Z], np.float32)
 

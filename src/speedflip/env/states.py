@@ -33,9 +33,13 @@ import RocketSim as rsim
 
 from speedflip._types import Array
 from speedflip.env import layout as L
+from speedflip.env.registry import MECHANICS_SETTERS as MECHANICS_SETTERS
+from speedflip.env.registry import SETTER_OPTIONS, STATE_SETTER_NAMES
+from speedflip.env.registry import OptionValue as OptionValue
+from speedflip.env.registry import check_setter_options as check_setter_options
+from speedflip.env.registry import setter_options as setter_options
 
 StateSetter = Callable[[rsim.Arena, list[rsim.Car], np.random.Generator], None]
-OptionValue = float | bool
 
 
 KICKOFF_SPOTS = np.array(rsim.RLConst.CAR_SPAWN_LOCATIONS_SOCCAR, np.float64)  # blue side: (x, y, yaw)
@@ -401,6 +405,26 @@ def _set_ball(arena: rsim.Arena, pos: Array, vel: Array) -> None:
 
 
 # ---------------------------------------------------------------------- registry and options
+def _check_matches_registry(setters: Mapping[str, StateSetter]) -> None:
+    """Raise ``RuntimeError`` unless ``setters`` match :mod:`speedflip.env.registry` exactly.
+
+    The config checks setter names and options against the light registry (which does not load
+    RocketSim); this keeps the two in step: same names in the same order, and each setter's
+    keyword-only parameters are the registry's options with the same defaults.
+    """
+    if tuple(setters) != STATE_SETTER_NAMES:
+        raise RuntimeError(
+            f"state setters {list(setters)} differ from speedflip.env.registry's {list(STATE_SETTER_NAMES)}"
+        )
+    for name, fn in setters.items():
+        params = inspect.signature(fn).parameters.values()
+        options = {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+        if options != SETTER_OPTIONS[name]:
+            raise RuntimeError(
+                f"state setter '{name}' takes options {options}; speedflip.env.registry lists {SETTER_OPTIONS[name]}"
+            )
+
+
 STATE_SETTERS: dict[str, StateSetter] = {
     "kickoff": kickoff,
     "random": random_state,
@@ -412,46 +436,7 @@ STATE_SETTERS: dict[str, StateSetter] = {
     "jump_challenge": jump_challenge,
 }
 
-MECHANICS_SETTERS = ("wall", "air_dribble", "flip_reset", "jump_challenge")
-"""The default mix of the mechanics lane (``env.mechanics_setters``), equal weights."""
-
-
-def setter_options(name: str) -> dict[str, OptionValue]:
-    """The options setter ``name`` accepts (its keyword-only parameters) with their defaults."""
-    params = inspect.signature(STATE_SETTERS[name]).parameters.values()
-    return {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
-
-
-def check_setter_options(options: Mapping[str, Mapping[str, OptionValue]]) -> None:
-    """Raise ``ValueError`` naming the setter and option for anything a setter cannot take.
-
-    Rules: the setter and option exist; a flag (default ``True``/``False``) gets a bool and a number
-    gets a number; numbers are >= 0; ``*_fraction`` options are <= 1; ``min_X`` <= ``max_X``.
-    """
-    for name, given in options.items():
-        if name not in STATE_SETTERS:
-            raise ValueError(f"options for unknown state setter '{name}'; available: {sorted(STATE_SETTERS)}")
-        known = setter_options(name)
-        for key, value in given.items():
-            if key not in known:
-                allowed = ", ".join(sorted(known)) or "none"
-                raise ValueError(f"state setter '{name}' has no option '{key}'; its options: {allowed}")
-            if isinstance(known[key], bool) != isinstance(value, bool):
-                kind = "true/false" if isinstance(known[key], bool) else "a number"
-                raise ValueError(f"state setter option {name}.{key} must be {kind}, got {value!r}")
-            if isinstance(value, bool):
-                continue
-            if not np.isfinite(value) or value < 0:
-                raise ValueError(f"state setter option {name}.{key} must be a finite number >= 0, got {value!r}")
-            if key.endswith("_fraction") and value > 1:
-                raise ValueError(f"state setter option {name}.{key} is a fraction (0..1), got {value!r}")
-        merged = {**known, **given}
-        for key, value in merged.items():
-            other = "max_" + key.removeprefix("min_")
-            if key.startswith("min_") and other in merged and float(value) > float(merged[other]):
-                raise ValueError(
-                    f"state setter '{name}': {key} ({float(value):g}) is above {other} ({float(merged[other]):g})"
-                )
+_check_matches_registry(STATE_SETTERS)
 
 
 def make_setter(name: str, options: Mapping[str, OptionValue] | None = None) -> StateSetter:
