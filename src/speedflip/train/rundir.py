@@ -1,15 +1,24 @@
-"""Run directories: create, archive on ``--new``, find the checkpoint to resume from."""
+"""Run directories: create, lock against a second process, archive on ``--new``, find the checkpoint to resume from."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
+import shlex
+import socket
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from speedflip.train.checkpoint import CheckpointError, list_checkpoints, verify_checkpoint
+
+if sys.platform != "win32":
+    import fcntl
 
 
 class RunDirError(RuntimeError):
@@ -28,6 +37,9 @@ class ResumePlan:
 
 
 _TMP_NAME = re.compile(r"^\.tmp-(\d+)-(\d+)$")
+
+LOCK_NAME = ".lock"
+"""The lock file at the root of a run directory (see :func:`lock_run_dir`); not part of the run."""
 
 
 def _pid_alive(pid: int) -> bool:
@@ -103,7 +115,9 @@ def _ensure_writable(folder: Path, what: str = "run directory") -> None:
 def prepare_run_dir(run_dir: Path, compat: dict[str, Any], new: bool) -> ResumePlan:
     """Decide how to start in ``run_dir``: fresh, or resumed from its newest usable checkpoint.
 
-    Nothing is deleted: ``--new`` moves an existing run aside to ``<run_dir>-archived-<time>``.
+    Nothing is deleted: ``--new`` moves an existing run aside to ``<run_dir>-archived-<time>`` (all
+    but the lock file of :func:`lock_run_dir`, which stays, still held, in the fresh ``run_dir``; a
+    folder holding nothing but that file counts as empty).
     A run directory whose checkpoints are all unusable, or built for another network, is an error
     (starting over silently would mix two runs' metrics and lose the user's checkpoints).
     """
@@ -111,13 +125,15 @@ def prepare_run_dir(run_dir: Path, compat: dict[str, Any], new: bool) -> ResumeP
     run_dir = run_dir.resolve()
     if run_dir.exists() and not run_dir.is_dir():
         raise RunDirError(f"run directory '{run_dir}' is a file, not a folder. Choose another path with --run-dir.")
-    if new and run_dir.exists() and any(run_dir.iterdir()):
+    if new and run_dir.exists() and any(p.name != LOCK_NAME for p in run_dir.iterdir()):
         archived = run_dir.with_name(f"{run_dir.name}-archived-{time.strftime('%Y%m%d-%H%M%S')}")
         try:
             run_dir.rename(archived)
         except OSError as err:
             raise RunDirError(f"cannot move the old run '{run_dir}' aside for --new: {err}") from None
     _ensure_writable(run_dir)
+    if archived is not None:
+        _keep_lock_file(archived, run_dir)
     _ensure_writable(run_dir / "checkpoints", "checkpoint folder")
     leftovers = interrupted_saves(run_dir / "checkpoints")
     found = list_checkpoints(run_dir / "checkpoints")
@@ -149,3 +165,151 @@ def prepare_run_dir(run_dir: Path, compat: dict[str, Any], new: bool) -> ResumeP
         "They were left untouched. Start a fresh run with --new (the old one is moved aside) or pick "
         "another --run-dir."
     )
+
+
+# ---------------------------------------------------------------------- one process per run directory
+_LOCK_READ_WAIT = 1.0  # s: how long a refused process waits for the holder to finish writing its details
+
+
+def _keep_lock_file(archived: Path, run_dir: Path) -> None:
+    """Move ``.lock`` from a run just moved aside (``--new``) back into the fresh ``run_dir``.
+
+    The process archiving holds that lock (see :func:`lock_run_dir`); ``flock`` belongs to the file, not
+    its name, so moving the file back keeps it held and keeps ``run_dir`` locked for the new run. The
+    archived run keeps no lock file (nothing runs there any more). The move never replaces a lock file:
+    one already in the fresh ``run_dir`` was made by another process that started there while the old
+    run was being moved, and that process keeps the folder.
+    """
+    source, target = archived / LOCK_NAME, run_dir / LOCK_NAME
+    if not source.exists():
+        return
+    try:
+        os.link(source, target)  # fails if target exists, unlike a rename
+    except FileExistsError:
+        raise RunDirError(
+            f"another speedflip process started in '{run_dir}' while --new moved the old run aside to "
+            f"'{archived}'; nothing was started here. Stop that one first, or pick another --run-dir."
+        ) from None
+    except OSError:  # a file system without hard links
+        os.replace(source, target)
+        return
+    source.unlink()
+
+
+def _own_cmdline() -> str:
+    try:
+        raw = Path("/proc/self/cmdline").read_bytes()
+    except OSError:
+        return shlex.join([sys.executable, *sys.argv])
+    return shlex.join(arg.decode(errors="replace") for arg in raw.split(b"\0") if arg)
+
+
+def _proc_cmdline(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return shlex.join(arg.decode(errors="replace") for arg in raw.split(b"\0") if arg)
+
+
+def _read_holder(path: Path) -> dict[str, Any]:
+    """The details the lock holder wrote (``{}`` if unreadable).
+
+    The holder writes them right after it takes the lock, so a refused process may look in between (an
+    empty file, or the details of an earlier holder that is gone): it rereads for up to a second.
+    """
+    here = socket.gethostname()
+    deadline = time.monotonic() + _LOCK_READ_WAIT
+    holder: dict[str, Any] = {}
+    while True:
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+            holder = loaded if isinstance(loaded, dict) else {}
+        except (OSError, ValueError):
+            holder = {}
+        pid = holder.get("pid")
+        settled = isinstance(pid, int) and (holder.get("host") != here or _pid_alive(pid))
+        if settled or time.monotonic() >= deadline:
+            return holder
+        time.sleep(0.02)
+
+
+def _describe_holder(path: Path) -> str:
+    holder = _read_holder(path)
+    pid = holder.get("pid")
+    if not isinstance(pid, int):
+        return "a process that did not record itself"
+    host = holder.get("host") or "an unknown host"
+    text = f"pid {pid} on host {host}"
+    if holder.get("started"):
+        text += f", started {holder['started']}"
+    cmdline = str(holder.get("cmdline") or "").replace("\n", "\\n")
+    if not cmdline and host == socket.gethostname():
+        cmdline = _proc_cmdline(pid)
+    if cmdline:
+        text += f": {cmdline if len(cmdline) <= 300 else cmdline[:297] + '...'}"
+    if host == socket.gethostname() and not _pid_alive(pid):
+        text += "; that process has exited, so a child process it started still holds the lock"
+    return text
+
+
+@contextlib.contextmanager
+def lock_run_dir(run_dir: Path) -> Iterator[None]:
+    """Hold ``run_dir`` for this process: a second speedflip process on it is refused at once.
+
+    Takes ``flock(LOCK_EX | LOCK_NB)`` on ``run_dir/.lock`` (creating ``run_dir`` if needed) and writes
+    this process's pid, host, start time and command line into the file. If another process holds it,
+    raises :class:`RunDirError` naming that process. The kernel drops the lock when its holder exits,
+    however it exits (``kill -9``, power loss), so a lock file left behind never blocks a resume: only a
+    live holder does. The file is left in place on exit (deleting a lock file races with a process that
+    has just opened it); it is not a checkpoint and nothing else reads it.
+
+    The lock is per open of the file, so a second ``lock_run_dir`` on the same folder inside the same
+    process is refused too; entering it again after leaving is fine. Child processes started with
+    ``fork`` (not exec'd) share the lock and keep it while they live; ``forkserver``/``spawn`` children
+    do not. ``--new`` (:func:`prepare_run_dir`) moves the lock file back into the fresh run directory,
+    so the lock stays held across the archiving. On network file systems the lock is as good as their
+    ``flock`` support (NFSv4 on Linux emulates it with byte-range locks).
+
+    On platforms without ``fcntl`` (Windows) this does nothing: no lock is taken and two processes on
+    one run directory are not detected.
+    """
+    if sys.platform == "win32":
+        yield
+        return
+    run_dir = run_dir.resolve()
+    _ensure_writable(run_dir)
+    path = run_dir / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise RunDirError(
+            f"cannot open the lock file '{path}' ({err.strerror or err}); nothing was started. Fix its "
+            "permissions or choose another --run-dir."
+        ) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunDirError(
+                f"run directory '{run_dir}' is in use by another speedflip process ({_describe_holder(path)}). "
+                "Stop that one first, or pick another --run-dir."
+            ) from None
+        except OSError as err:  # e.g. a file system without locks
+            raise RunDirError(
+                f"cannot lock the run directory '{run_dir}' ({err.strerror or err}); nothing was started. "
+                "Choose a --run-dir on a local disk."
+            ) from None
+        details = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+            "cmdline": _own_cmdline(),
+        }
+        data = (json.dumps(details) + "\n").encode()
+        with contextlib.suppress(OSError):  # the details only make a refusal clearer; the lock holds regardless
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data, 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
