@@ -77,6 +77,37 @@ def test_same_trajectories_1v1(seed: int, workers: int, start_method: str) -> No
     assert episodes > 10, "the test should cover many resets"
 
 
+def test_same_trajectories_with_a_custom_action_table() -> None:
+    """A table from bins (81 rows, not the default 90): both backends act with it, step for step.
+
+    This is the run of the bug report (steer and torque bins [-1, 0, 1], multiprocess collector): the
+    parent used to check actions against the default table while the workers used the run's table.
+    """
+    cfg = short_episodes(num_arenas=4, action_table={"steer": [-1, 0, 1], "torque": [-1, 0, 1]})
+    inproc = RocketLeagueVecEnv(cfg, seed=2, num_threads=1)
+    multi = MultiProcessVecEnv(cfg, seed=2, num_workers=2, timeout=30.0)
+    try:
+        assert inproc.num_actions == multi.num_actions == 81
+        np.testing.assert_array_equal(inproc.actions.table, multi.actions.table)
+        np.testing.assert_array_equal(inproc.reset(), multi.reset())
+        top = np.full(inproc.num_agents, inproc.num_actions - 1)
+        assert_same(inproc.step(top), multi.step(top), -1)  # the highest valid index works in both
+        rng = np.random.default_rng(3)
+        resets = 0
+        for t in range(50):
+            actions = rng.integers(0, inproc.num_actions, inproc.num_agents)
+            a, b = inproc.step(actions), multi.step(actions)
+            for name in FIELDS:
+                np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=f"step {t}: {name}")
+            assert_same(a, b, t)
+            resets += int((a.terminated | a.truncated).any())
+        assert resets >= 1, "the test should cover at least one reset"
+        assert multi.worker_restarts == 0
+    finally:
+        inproc.close()
+        multi.close()
+
+
 def test_same_trajectories_2v2() -> None:
     cfg = short_episodes(num_arenas=3, blue_size=2, orange_size=2)
     assert run_both(cfg, seed=5, steps=80, workers=2, start_method="forkserver") > 3

@@ -10,10 +10,20 @@ It has the same interface as ``RocketLeagueVecEnv`` and, given the same seed and
 exactly the same trajectories (each arena draws its resets from its own seeded stream).
 
 Failures are never a hang: every wait watches the worker processes' sentinels and has a timeout
-(the watchdog). A worker that raises sends its traceback before exiting; a worker that dies (killed,
-segfault) is seen by its exit code; a worker that does not answer within ``timeout`` seconds is hung.
+(the watchdog). A worker that raises sends a report of its exception (type, message, where, traceback)
+before exiting; a worker that dies (killed, segfault) is seen by its exit code; a worker that does
+not answer within ``timeout`` seconds is hung.
 
-Supervision: a worker that dies, crashes during ``step``/``reset`` or hangs is replaced. A hung one
+An exception raised by the worker's own code (the environment rejects an action, a setting is
+invalid, a bug) is deterministic: a replacement would raise it again. It is never restarted: the
+collector shuts down and raises :class:`WorkerRaisedError` with the worker's own message, e.g.
+``collector worker 0 (arenas 0..1, pid 123) raised ActionError: action index 83 ...``. Only a
+``MemoryError`` (:data:`RESTARTABLE_WORKER_EXCEPTIONS`) counts as a failure like a crash.
+
+Every worker builds its lookup table from the same config as the parent (:func:`table_for`) and
+reports its size and fingerprint at start; a worker with another table stops the collector at once.
+
+Supervision: a worker that dies (killed, segfault) or hangs is replaced. A hung one
 is sent SIGTERM, then SIGKILL after a short grace; the replacement gets the same arena slice, a
 reset seed derived from the run's seed and the restart count (:func:`restart_seed`), the current
 reward weights and mechanics switch, and reuses the slice of shared memory (safe: a process sent
@@ -67,7 +77,8 @@ from speedflip.collect.worker import (
     worker_main,
 )
 from speedflip.config import EnvConfig
-from speedflip.env.actions import LookupTableAction
+from speedflip.env.action_forms import table_for
+from speedflip.env.actions import table_digest
 from speedflip.env.vec_env import StepResult
 from speedflip.errors import RunStoppedError
 
@@ -81,6 +92,26 @@ class CollectorError(RuntimeError):
 
 class WorkerFailedError(CollectorError):
     """A worker raised an exception or died."""
+
+
+class WorkerRaisedError(WorkerFailedError):
+    """The worker's own code raised an exception (not a crash): deterministic, so never restarted.
+
+    The message is the worker's: ``collector worker 0 (arenas 0..1, pid 123) raised ActionError:
+    action index 83 ...`` with where it was raised; :attr:`exc_type`, :attr:`exc_message` and
+    :attr:`worker_traceback` hold the parts.
+    """
+
+    def __init__(self, message: str, exc_type: str = "", exc_message: str = "", worker_traceback: str = "") -> None:
+        super().__init__(message)
+        self.exc_type = exc_type
+        self.exc_message = exc_message
+        self.worker_traceback = worker_traceback
+
+
+# exceptions raised in a worker that are treated like a crash (restarted): running out of memory may
+# pass; anything else raised by the worker's code would be raised again by its replacement
+RESTARTABLE_WORKER_EXCEPTIONS = frozenset({"MemoryError"})
 
 
 class CollectorTimeoutError(CollectorError):
@@ -267,7 +298,9 @@ class MultiProcessVecEnv:
         self.worker_restarts = 0
         self.last_restart_reason = ""
         self.car_teams = np.array([0] * cfg.blue_size + [1] * cfg.orange_size, dtype=np.int64)
-        self.actions = LookupTableAction()
+        # the table built exactly as every worker builds it (the workers check it in their hello)
+        self.actions = table_for(cfg)
+        self.table_sha256 = table_digest(self.actions.table)
         self.num_actions = self.actions.num_actions
         bounds = np.linspace(0, self.num_arenas, self.num_workers + 1).astype(int)
         self.arena_slices = [(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
@@ -363,6 +396,14 @@ class MultiProcessVecEnv:
                 CollectorError(
                     f"{self._describe_worker(index)} builds observations of size {hello['obs_dim']}, "
                     f"the collector's are of size {self.obs_dim}"
+                )
+            )
+        if hello.get("num_actions") != self.num_actions or hello.get("table_sha256") != self.table_sha256:
+            self._fail(
+                CollectorError(
+                    f"{self._describe_worker(index)} acts with another lookup table ({hello.get('num_actions')} "
+                    f"rows, fingerprint {hello.get('table_sha256')}) than the collector ({self.num_actions} rows, "
+                    f"fingerprint {self.table_sha256}); both must build it from env.action_table"
                 )
             )
 
@@ -485,11 +526,31 @@ class MultiProcessVecEnv:
         except (EOFError, OSError):
             return self._failed(self._death(index, what))
         if reply[:1] == REPLY_ERROR:
-            text = reply[1:].decode("utf-8", "replace")
-            lines = [line for line in text.splitlines() if line.strip()]
-            reason = f"{self._describe_worker(index)} raised during '{what}': {lines[-1] if lines else '?'}"
-            return self._failed(_Failure(index, WorkerFailedError(text), reason, restartable=errors_restartable))
+            error = self._raised(index, what, reply[1:])
+            reason = f"{self._describe_worker(index)} raised {error.exc_type} during '{what}': {error.exc_message}"
+            restartable = errors_restartable and error.exc_type in RESTARTABLE_WORKER_EXCEPTIONS
+            return self._failed(_Failure(index, error, reason, restartable=restartable))
         return reply[1:]
+
+    def _raised(self, index: int, what: str, payload: bytes) -> WorkerRaisedError:
+        """The error for a worker's exception report (see :func:`speedflip.collect.worker.error_report`)."""
+        try:
+            report = json.loads(payload.decode("utf-8", "replace"))
+            exc_type, message = str(report["type"]), str(report["message"])
+            where, tb = str(report.get("where", "")), str(report.get("traceback", ""))
+        except (ValueError, KeyError, TypeError):
+            text = payload.decode("utf-8", "replace")
+            lines = [line for line in text.splitlines() if line.strip()]
+            exc_type, message, where, tb = "Exception", lines[-1] if lines else "?", "", text
+        a, b = self.arena_slices[index]
+        pid = self._res.procs[index].pid if index < len(self._res.procs) else None
+        at = f", at {where}" if where else ""
+        text = (
+            f"collector worker {index} (arenas {a}..{b - 1}, pid {pid}) raised {exc_type}: {message} "
+            f"(during '{what}'{at}). An error raised by the environment code repeats, so the worker was not "
+            "restarted and the collector was shut down"
+        )
+        return WorkerRaisedError(text, exc_type, message, tb)
 
     def _ask(
         self, index: int, message: bytes | None, timeout: float, what: str, errors_restartable: bool

@@ -6,6 +6,11 @@ flags and resets all happen here) and exchanges data with the parent only throug
 The pipe carries one command byte per step and one reply byte back; rare commands (RNG state)
 carry a small JSON payload.
 
+A worker whose code raises (the environment rejects an action, a bad setting, a bug) replies
+:data:`REPLY_ERROR` with a JSON report of the exception (:func:`error_report`: its type, message,
+where it was raised and the traceback) and exits; the parent raises it as the worker's own error
+instead of treating it like a crash.
+
 Thread settings are applied before numpy or RocketSim are imported in this process, so each
 worker uses exactly ``num_threads`` physics threads and single-threaded BLAS/OpenMP.
 """
@@ -61,6 +66,23 @@ class WorkerSpec:
     blas_threads: int = 1
 
 
+def error_report(spec: WorkerSpec, exc: BaseException) -> bytes:
+    """The :data:`REPLY_ERROR` payload for an exception raised in a worker: JSON with ``type`` (the
+    exception's class name), ``message`` (``str(exc)``), ``where`` (the innermost frame as
+    ``file:line in function``), ``traceback`` and the worker's ``index`` and ``arenas``."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+    report = {
+        "index": spec.index,
+        "arenas": [spec.arena_start, spec.arena_stop - 1],
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "where": where,
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+    }
+    return json.dumps(report).encode("utf-8", "replace")
+
+
 def worker_main(spec: WorkerSpec, conn: Connection) -> None:
     """Entry point of a worker process: build the arenas, then serve commands until told to close."""
     for var in THREAD_ENV_VARS:
@@ -72,11 +94,9 @@ def worker_main(spec: WorkerSpec, conn: Connection) -> None:
         _Worker(spec, conn).serve()
     except (BrokenPipeError, EOFError):
         return  # the parent is gone; nobody to report to
-    except Exception:
-        text = f"collector worker {spec.index} (arenas {spec.arena_start}..{spec.arena_stop - 1}) failed:\n"
-        text += traceback.format_exc()
+    except Exception as exc:
         with contextlib.suppress(OSError):
-            conn.send_bytes(REPLY_ERROR + text.encode("utf-8", "replace"))
+            conn.send_bytes(REPLY_ERROR + error_report(spec, exc))
         raise SystemExit(1) from None
 
 
@@ -89,6 +109,7 @@ class _Worker:
         from multiprocessing import shared_memory
 
         from speedflip.collect.shared import SharedArrays
+        from speedflip.env.actions import table_digest
         from speedflip.env.vec_env import RocketLeagueVecEnv
 
         spec = self.spec
@@ -99,7 +120,12 @@ class _Worker:
         try:
             from speedflip.env.rewards import REWARD_COMPONENTS
 
-            hello = {"obs_dim": env.obs_dim, "reward_names": list(REWARD_COMPONENTS)}
+            hello = {
+                "obs_dim": env.obs_dim,
+                "reward_names": list(REWARD_COMPONENTS),
+                "num_actions": env.num_actions,
+                "table_sha256": table_digest(env.actions.table),
+            }
             self.conn.send_bytes(REPLY_OK + json.dumps(hello).encode())
             message = self.conn.recv_bytes()
             if message[:1] == CMD_CLOSE:

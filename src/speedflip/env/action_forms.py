@@ -5,16 +5,28 @@
   3 buttons as 0/1;
 - the action mask (table form) is computed from the state and applied as a logit mask inside the
   policy; the environment never remaps an action.
+
+The lookup table of a run is built in one place, :func:`table_for` (from an :class:`EnvConfig`) /
+:func:`table_from_spec` (from its ``env.action_table`` setting, also as the plain dict a checkpoint's
+``meta.json`` stores) / :func:`table_from_run_config` (from a checkpoint's whole stored config): the
+in-process env, the collection workers, match and evaluation envs, pool opponents, watch and export
+all go through it, so an action index means the same row everywhere.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from speedflip._types import Array
 from speedflip.env import layout as L
-from speedflip.env.actions import NUM_CONTROLS
+from speedflip.env.actions import NUM_CONTROLS, ActionError, LookupTableAction, default_lookup_table
 from speedflip.env.arenas import GameArrays
+
+if TYPE_CHECKING:
+    from speedflip.config import ActionTableConfig, EnvConfig
 
 ANALOG = 5
 
@@ -46,7 +58,12 @@ def build_table(
 ) -> Array:
     """A lookup table from bins: ground rows (throttle x steer x boost x handbrake, boost only at full
     throttle) and aerial rows (pitch x yaw x roll from ``torque`` with boost; jump rows for flips in
-    every pitch/roll direction; optional stall rows: jump with yaw and opposite roll)."""
+    every pitch/roll direction; optional stall rows: jump with yaw and opposite roll).
+
+    Rows that come out identical (e.g. an aerial yaw-only row and the ground row that steers the same
+    way) are kept once, and the rows are sorted (``np.unique`` over rows), so the table depends only
+    on the bins, not on the order they were given in.
+    """
     rows: list[list[float]] = []
     for t in throttle:
         for s in steer:
@@ -71,6 +88,45 @@ def build_table(
             rows.append([0.0, side, 0.0, side, -side, 1.0, 0.0, 0.0])
     unique = np.unique(np.asarray(rows, np.float32), axis=0)
     return unique
+
+
+def table_from_spec(spec: ActionTableConfig | Mapping[str, Any] | None) -> Array:
+    """The lookup table of an ``env.action_table`` setting: ``None`` is the default 90-row table
+    (:func:`~speedflip.env.actions.default_lookup_table`), bins (an :class:`ActionTableConfig` or the
+    dict a checkpoint's config stores) go through :func:`build_table`."""
+    if spec is None:
+        return default_lookup_table()
+    if isinstance(spec, Mapping):
+        from pydantic import ValidationError
+
+        from speedflip.config import ActionTableConfig
+
+        try:
+            spec = ActionTableConfig.model_validate(dict(spec))
+        except ValidationError as err:
+            raise ActionError(f"env.action_table is not a valid table setting: {err}") from None
+    return build_table(spec.throttle, spec.steer, spec.torque, spec.flips, spec.stalls)
+
+
+def table_for(env_cfg: EnvConfig) -> LookupTableAction:
+    """The validated lookup table an environment built from ``env_cfg`` acts with (``env.action_table``
+    or the default table). Every backend and every match env uses this."""
+    return LookupTableAction(table_from_spec(env_cfg.action_table))
+
+
+def table_from_run_config(config: Mapping[str, Any] | None) -> Array:
+    """The table of a run from its stored config (a checkpoint's ``meta["config"]``, plain JSON data).
+
+    A config without ``env.action_table`` (older checkpoints, or the default) gives the default table.
+    """
+    env = config.get("env") if isinstance(config, Mapping) else None
+    spec = env.get("action_table") if isinstance(env, Mapping) else None
+    return table_from_spec(spec if isinstance(spec, Mapping) else None)
+
+
+def same_table(a: Array, b: Array) -> bool:
+    """Whether two lookup tables are the same rows in the same order (an index means the same controls)."""
+    return bool(a.shape == b.shape and np.array_equal(a, b))
 
 
 def action_mask(state: GameArrays, car_teams: Array, table: Array) -> Array:

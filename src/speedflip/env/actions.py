@@ -5,6 +5,7 @@ Controls are ordered ``throttle, steer, pitch, yaw, roll, jump, boost, handbrake
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,6 +130,14 @@ def coverage_fields(table: Array) -> dict[str, Any]:
         "num_aerial": int(aerial.sum()),
         "num_flips": int((table[:, 5] == 1).sum()),
     }
+
+
+def table_digest(table: Array) -> str:
+    """A short fingerprint of a table's rows (shape and float32 values): equal digests, same table."""
+    arr = np.ascontiguousarray(table, dtype=np.float32)
+    h = hashlib.sha256(f"{arr.shape}".encode())
+    h.update(arr.tobytes())
+    return h.hexdigest()[:16]
 
 
 def table_coverage(table: Array) -> TableCoverage:

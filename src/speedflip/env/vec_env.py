@@ -22,7 +22,7 @@ from speedflip._types import Array
 from speedflip.config import EnvConfig
 from speedflip.env import conditions
 from speedflip.env import layout as L
-from speedflip.env.action_forms import build_table
+from speedflip.env.action_forms import table_for
 from speedflip.env.actions import NUM_CONTROLS, ActionError, LookupTableAction
 from speedflip.env.arenas import Arenas, GameArrays
 from speedflip.env.episodes import EpisodeTracker
@@ -69,11 +69,7 @@ class RocketLeagueVecEnv:
         self.num_cars = self.arenas.num_cars
         self.num_agents = self.num_arenas * self.num_cars
         self.car_teams = self.arenas.car_teams
-        table = None
-        if cfg.action_table is not None:
-            t = cfg.action_table
-            table = build_table(t.throttle, t.steer, t.torque, t.flips, t.stalls)
-        self.actions = LookupTableAction(table)
+        self.actions = table_for(cfg)  # the one place the table is built (workers and match envs use it too)
         pads = self.arenas.arenas[0].get_boost_pads()
         pad_is_big = np.array([p.is_big for p in pads], bool)
         self.pad_timers = PadTimers(cfg.num_arenas, pad_is_big)
