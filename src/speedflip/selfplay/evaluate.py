@@ -11,7 +11,7 @@ from rich.table import Table
 
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.selfplay.league import League, append_games
-from speedflip.selfplay.match import OBS_KEYS, Player, match_env_config, play_match, summarize
+from speedflip.selfplay.match import OBS_KEYS, OBSERVATION_KEYS, Player, match_env_config, play_match, summarize
 from speedflip.selfplay.policies import NeuralPolicy, find_checkpoint, resolve_policy
 from speedflip.selfplay.userbot import UserBotPolicy
 from speedflip.train.checkpoint import CheckpointError, verify_checkpoint
@@ -21,28 +21,40 @@ BUILTIN = ("rule", "random", "idle")
 
 
 def resolve_player(spec: str, env: RocketLeagueVecEnv, seed: int, deterministic: bool) -> Player:
-    """A policy name, run dir, checkpoint, or ``py:FILE:FUNC`` user bot."""
+    """A policy name, run dir, checkpoint, or ``py:FILE:FUNC`` user bot.
+
+    A checkpoint plays with the lookup table it was trained with, whatever ``env``'s table is (the
+    match decodes it, see :mod:`speedflip.selfplay.match`); built-in players use ``env``'s table.
+    """
     if spec.startswith("py:"):
         return UserBotPolicy(spec)
-    return resolve_policy(spec, env.obs_dim, env.actions.table, seed=seed, deterministic=deterministic)
+    return resolve_policy(spec, env.obs_dim, env.actions.table, seed=seed, deterministic=deterministic, own_table=True)
 
 
 def training_obs_options(*specs: str) -> dict[str, object]:
-    """The observation settings the neural players were trained with; they must agree."""
+    """The settings the neural players were trained with (see :data:`~speedflip.selfplay.match.OBS_KEYS`):
+    their observation settings, which must agree (one env observes for both sides), and the
+    ``action_table`` of the first of them (the match env's table; a player trained with another
+    table is decoded with its own)."""
     found: dict[str, object] | None = None
+    table: dict[str, object] = {}
     for spec in specs:
         if spec in BUILTIN or spec.startswith("py:"):
             continue
         meta = verify_checkpoint(find_checkpoint(spec))
         env = meta.get("config", {}).get("env", {})
-        options = {k: env[k] for k in OBS_KEYS if k in env}
+        options = {k: env[k] for k in OBSERVATION_KEYS if k in env}
         if found is not None and options != found:
             raise CheckpointError(
                 f"the two players were trained with different observation settings ({found} vs {options}); "
                 "a match gives both sides the same observations, so rate each against rule/idle instead"
             )
         found = options
-    return found or {}
+        if not table and "action_table" in env:
+            table = {"action_table": env["action_table"]}
+    if found is None:
+        return {}
+    return {**found, **{k: v for k, v in table.items() if k in OBS_KEYS}}
 
 
 def league_dir_for(spec_a: str, league_path: str | None) -> Path:

@@ -2,18 +2,31 @@
 
 A game lasts ``game_seconds`` of simulated time from a kickoff, with a new kickoff after every goal;
 the side with more goals wins. Games ``0 .. N/2-1`` put A on blue, the rest put A on orange.
+
+Action tables: every player acts in the lookup table it was trained with (its ``table``; a
+checkpoint's comes from the config stored with it, ``None`` means the match env's own table). A
+match between players whose tables differ works: the env is built with one table
+(:func:`match_env_config`'s ``action_table``, normally the first neural player's) and the indices of
+a player with another table are decoded with *its own* table into raw controls (the env's
+custom-controls path, exactly the same physics as a table row). Training against the opponent pool
+cannot do that (collection steps by index only), so :class:`~speedflip.selfplay.matchmaker.Matchmaker`
+refuses pool members with another table.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
 from speedflip._types import Array
-from speedflip.config import EnvConfig
+from speedflip.config import ActionTableConfig, EnvConfig
 from speedflip.env import layout as L
+from speedflip.env.action_forms import same_table
+from speedflip.env.actions import NUM_CONTROLS, ActionError
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.selfplay.elo import score_from_goals, win_rate_interval
 from speedflip.selfplay.policies import Policy
@@ -89,7 +102,12 @@ def summarize(results: list[GameResult]) -> MatchSummary:
     )
 
 
-OBS_KEYS = ("obs_builder", "obs_team_size", "frame_stack", "nearest_pads", "shuffle_slots", "tick_skip")
+# what a policy observes: two players in one match must agree on these
+OBSERVATION_KEYS = ("obs_builder", "obs_team_size", "frame_stack", "nearest_pads", "shuffle_slots", "tick_skip")
+# the env settings a trained policy plays with as in training: what it observes and the lookup table
+# its action indices refer to (``env.action_table``). Callers pass ``env_cfg.model_dump(include=OBS_KEYS)``
+# or a checkpoint's stored ``config["env"]`` filtered by it; the name is historical.
+OBS_KEYS = (*OBSERVATION_KEYS, "action_table")
 
 
 def match_env_config(
@@ -98,11 +116,16 @@ def match_env_config(
     game_seconds: float,
     tick_skip: int = 8,
     obs_team_size: int = 0,
-    obs_options: dict[str, object] | None = None,
+    obs_options: Mapping[str, object] | None = None,
+    action_table: ActionTableConfig | Mapping[str, Any] | None = None,
 ) -> EnvConfig:
-    """Kickoff-only arenas for rated games; ``obs_options`` (the observation settings a checkpoint was
-    trained with: builder, padding, frame stack, tick skip) make its policy see what it saw in training."""
+    """Kickoff-only arenas for rated games; ``obs_options`` (the settings a checkpoint was trained with:
+    builder, padding, frame stack, tick skip and its ``action_table``, see :data:`OBS_KEYS`) make its
+    policy see what it saw in training and act with its table. ``action_table`` (optional) overrides
+    the table of ``obs_options``; with neither the env uses the default table."""
     options = {k: v for k, v in (obs_options or {}).items() if k in OBS_KEYS}
+    if action_table is not None:
+        options["action_table"] = action_table
     options.setdefault("tick_skip", tick_skip)
     options.setdefault("obs_team_size", obs_team_size)
     return EnvConfig(
@@ -120,11 +143,48 @@ def match_env_config(
 Player = Policy | UserBotPolicy
 
 
-def _decide(player: Player, obs: Array, env: RocketLeagueVecEnv, rows: Array) -> tuple[Array, Array | None]:
-    """(action indices, custom controls or None) for the rows a player drives."""
+def player_table(player: Player) -> Array | None:
+    """The lookup table a player's indices refer to (``None``: the env's own table, or a user bot)."""
     if isinstance(player, UserBotPolicy):
-        return np.zeros(env.num_agents, np.int64), player.controls(env.state, env.car_teams, rows)
-    return player.act(obs, env.state, env.car_teams), None
+        return None
+    table: Array | None = getattr(player, "table", None)
+    return table
+
+
+def step_inputs(
+    env: RocketLeagueVecEnv, obs: Array, sides: Sequence[tuple[Player, Array]]
+) -> tuple[Array, Array | None]:
+    """``(action indices [N], custom controls [N, 8] or None)`` for one ``env.step`` of ``sides``: each
+    ``(player, rows)`` drives the agents where ``rows`` (bool ``[N]``) is True.
+
+    A player acting in the env's table gives indices; a user bot gives raw controls; a player with
+    another table (see the module docstring) has its indices decoded with its own table into controls.
+    """
+    actions = np.zeros(env.num_agents, np.int64)
+    custom: Array | None = None
+    for player, rows in sides:
+        controls: Array | None = None
+        if isinstance(player, UserBotPolicy):
+            controls = player.controls(env.state, env.car_teams, rows)
+        else:
+            chosen = np.asarray(player.act(obs, env.state, env.car_teams))
+            table = player_table(player)
+            if table is None or same_table(table, env.actions.table):
+                actions[rows] = chosen[rows]
+            else:
+                picked = chosen[rows].astype(np.int64)
+                if picked.size and (picked.min() < 0 or picked.max() >= table.shape[0]):
+                    raise ActionError(
+                        f"{player.name} chose action index {int(picked.max())} outside its own "
+                        f"{table.shape[0]}-row lookup table"
+                    )
+                controls = np.zeros((env.num_agents, NUM_CONTROLS), np.float32)
+                controls[rows] = table[picked]
+        if controls is not None:
+            if custom is None:
+                custom = np.full((env.num_agents, NUM_CONTROLS), np.nan, np.float32)
+            custom[rows] = np.asarray(controls, np.float32)[rows]
+    return actions, custom
 
 
 def reset_ended(ended: Array, *players: Player) -> None:
@@ -139,7 +199,8 @@ def reset_ended(ended: Array, *players: Player) -> None:
 def play_match(
     env: RocketLeagueVecEnv, policy_a: Player, policy_b: Player, game_seconds: float = 120.0
 ) -> list[GameResult]:
-    """Play one game per arena of ``env`` (built with :func:`match_env_config`)."""
+    """Play one game per arena of ``env`` (built with :func:`match_env_config`); each player acts in its
+    own lookup table (see the module docstring)."""
     K, C = env.num_arenas, env.num_cars
     a_is_blue = np.arange(K) < math.ceil(K / 2)
     car_is_blue = env.car_teams == L.BLUE
@@ -151,16 +212,7 @@ def play_match(
     start_stats = _car_stats(env)
     steps = math.ceil(game_seconds * L.TICK_RATE / env.cfg.tick_skip)
     for _ in range(steps):
-        actions_a, custom_a = _decide(policy_a, obs, env, a_rows)
-        actions_b, custom_b = _decide(policy_b, obs, env, ~a_rows)
-        actions = np.where(a_rows, actions_a, actions_b)
-        custom = None
-        if custom_a is not None or custom_b is not None:
-            custom = np.full((env.num_agents, 8), np.nan, np.float32)
-            if custom_a is not None:
-                custom[a_rows] = custom_a[a_rows]
-            if custom_b is not None:
-                custom[~a_rows] = custom_b[~a_rows]
+        actions, custom = step_inputs(env, obs, ((policy_a, a_rows), (policy_b, ~a_rows)))
         result = env.step(actions, custom)
         reset_ended(result.terminated | result.truncated, policy_a, policy_b)
         rewards = result.rewards.reshape(K, C)[:, 0]  # car 0 is blue: +1 blue goal, -1 orange goal

@@ -5,6 +5,10 @@ The first ``round(opponent_share * K)`` arenas are *pool arenas*: the learner dr
 are pure self-play (the learner drives every car). Opponents are sampled per arena at every
 episode start. Every finished pool-arena episode is a rated game (a goal wins it; a time limit is a
 draw) logged to ``games.csv`` and folded into ``league.json``.
+
+Opponents act in the learner's lookup table (``table``): collection steps the env with one index per
+agent, so a milestone trained with another ``env.action_table`` is not put in the pool (a note says
+so), and the rule bot is left out if the table lacks the rows its rules use.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from speedflip._types import Array
 from speedflip.algos.normalize import RunningMeanStd
 from speedflip.config import SelfPlayConfig
 from speedflip.env import layout as L
+from speedflip.env.action_forms import same_table, table_from_run_config
+from speedflip.env.actions import ActionError
 from speedflip.env.arenas import GameArrays
 from speedflip.models.build import ActingMemory, PolicyModel
 from speedflip.selfplay.league import REFERENCE_PLAYER, League, append_games
@@ -32,10 +38,23 @@ _NO_STATE = GameArrays.empty(0, 0)  # neural opponents ignore the state argument
 
 
 class LivePolicy:
-    """The learner's current network as a match player (for periodic evaluation)."""
+    """The learner's current network as a match player (for periodic evaluation).
 
-    def __init__(self, model: PolicyModel, obs_rms: RunningMeanStd | None, seed: int, name: str = LEARNER) -> None:
+    ``table``: the lookup table the network was trained with; ``None`` (default) means the match env's
+    table, which is right when the env was built from the run's config (:func:`match_env_config` with
+    the run's ``action_table``).
+    """
+
+    def __init__(
+        self,
+        model: PolicyModel,
+        obs_rms: RunningMeanStd | None,
+        seed: int,
+        name: str = LEARNER,
+        table: Array | None = None,
+    ) -> None:
         self.model = model
+        self.table = table
         self.memory = ActingMemory(model)
         self.obs_rms = obs_rms
         self.name = name
@@ -87,12 +106,17 @@ class Matchmaker:
         self.league.player(LEARNER)
         self.members: list[Member] = []
         self._policies: dict[str, Policy] = {}
+        self.notes: list[str] = []
         if cfg.include_rule:
-            self.members.append(Member(REFERENCE_PLAYER, None, 0, self.league.player(REFERENCE_PLAYER).rating))
-            self._policies[REFERENCE_PLAYER] = ScriptedPolicy(RulePolicy(table))
+            try:
+                rules = RulePolicy(table)
+            except ValueError as err:
+                self.notes.append(f"the rule bot cannot play this action table ({err}); it is left out of the pool")
+            else:
+                self.members.append(Member(REFERENCE_PLAYER, None, 0, self.league.player(REFERENCE_PLAYER).rating))
+                self._policies[REFERENCE_PLAYER] = ScriptedPolicy(rules)
         self.opponent = np.full(num_arenas, -1, np.int64)  # index into self.members per pool arena
         self.recent: list[float] = []  # learner scores of recent pool games
-        self.notes: list[str] = []
         self._pending_games: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ pool
@@ -117,6 +141,17 @@ class Matchmaker:
         if meta.get("compat", {}).get("obs_dim") != self.obs_dim:
             self.notes.append(f"milestone {path} has another observation size; not used as an opponent")
             return
+        try:
+            table = table_from_run_config(meta.get("config"))
+        except ActionError as err:
+            self.notes.append(f"milestone {path}: its action table cannot be built ({err}); not used as an opponent")
+            return
+        if not same_table(table, self.table) or meta.get("compat", {}).get("num_actions") != self.table.shape[0]:
+            self.notes.append(
+                f"milestone {path} was trained with another action table ({table.shape[0]} rows, the learner's has "
+                f"{self.table.shape[0]}); not used as an opponent"
+            )
+            return
         step = int(meta["global_step"])
         name = f"{path.parent.name}@{step}"
         if any(m.name == name for m in self.members):
@@ -133,7 +168,7 @@ class Matchmaker:
         if member.name not in self._policies:
             assert member.path is not None
             self._policies[member.name] = NeuralPolicy(
-                Path(member.path), self.obs_dim, int(self.table.shape[0]), seed=int(self.rng.integers(2**31))
+                Path(member.path), self.obs_dim, table=self.table, seed=int(self.rng.integers(2**31))
             )
         return self._policies[member.name]
 

@@ -1,7 +1,10 @@
 """Policies that can drive cars in a match: trained checkpoints, the rule bot, random, idle.
 
 Every policy maps ``(obs [N, D], state, car_teams)`` to lookup-table indices ``[N]`` for all
-agents; a match then takes the rows that belong to each side.
+agents; a match then takes the rows that belong to each side. The indices refer to the policy's
+``table``: a checkpoint's policy acts in the table of the config it was trained with; ``None`` means
+the table of the env it plays in (built-in policies made for that env). How a match handles players
+with different tables: :mod:`speedflip.selfplay.match`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from safetensors.torch import load_file
 
 from speedflip._types import Array
 from speedflip.algos.normalize import RunningMeanStd
+from speedflip.env.action_forms import same_table, table_from_run_config
+from speedflip.env.actions import ActionError
 from speedflip.env.arenas import GameArrays
 from speedflip.models.build import ActingMemory, model_from_compat
 from speedflip.selfplay.rule_policy import RulePolicy
@@ -27,6 +32,11 @@ class Policy(Protocol):
     """Anything that picks an action index for every agent."""
 
     name: str
+
+    @property
+    def table(self) -> Array | None:
+        """The lookup table the indices refer to; ``None``: the env's own table."""
+        ...
 
     def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array: ...
 
@@ -41,6 +51,7 @@ class IdlePolicy:
 
     neutral_index: int
     name: str = "idle"
+    table: Array | None = None  # the table neutral_index refers to (None: the env's)
 
     def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array:
         return np.full(obs.shape[0], self.neutral_index, np.int64)
@@ -56,6 +67,7 @@ class RandomPolicy:
     num_actions: int
     rng: np.random.Generator
     name: str = "random"
+    table: Array | None = None  # the table the rows are drawn from (None: the env's)
 
     def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array:
         return self.rng.integers(0, self.num_actions, obs.shape[0])
@@ -71,6 +83,11 @@ class ScriptedPolicy:
     rules: RulePolicy
     name: str = "rule"
 
+    @property
+    def table(self) -> Array | None:
+        """The table the rule bot picks rows of."""
+        return self.rules.table
+
     def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array:
         return self.rules.act(state, car_teams)
 
@@ -79,17 +96,56 @@ class ScriptedPolicy:
 
 
 class NeuralPolicy:
-    """A frozen policy network loaded from a checkpoint (weights + observation normalizer)."""
+    """A frozen policy network loaded from a checkpoint (weights + observation normalizer).
 
-    def __init__(self, path: Path, obs_dim: int, num_actions: int, deterministic: bool = False, seed: int = 0) -> None:
+    It acts in the lookup table of the config stored with the checkpoint (:attr:`table`, from
+    ``meta["config"]["env"]["action_table"]``; the default table when that is unset).
+
+    Args:
+        num_actions: if given, the number of actions the caller's env has; a checkpoint with another
+            count is refused (the old check, for callers that step the env with its indices).
+        table: if given, the env's table; a checkpoint trained with another table is refused (for
+            callers that cannot decode another table, e.g. the opponent pool). Without either the
+            policy plays with its own table wherever it is (a match decodes it, see
+            :mod:`speedflip.selfplay.match`).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        obs_dim: int,
+        num_actions: int | None = None,
+        deterministic: bool = False,
+        seed: int = 0,
+        table: Array | None = None,
+    ) -> None:
         meta = verify_checkpoint(path)
         compat = meta.get("compat", {})
-        if compat.get("obs_dim") != obs_dim or compat.get("num_actions") != num_actions:
+        config = meta.get("config", {})
+        try:
+            own = table_from_run_config(config if isinstance(config, dict) else None)
+        except ActionError as err:
+            raise CheckpointError(f"{path}: the stored config's action table cannot be built: {err}") from None
+        wanted = num_actions if num_actions is not None else (None if table is None else int(table.shape[0]))
+        if compat.get("obs_dim") != obs_dim or (wanted is not None and compat.get("num_actions") != wanted):
             raise CheckpointError(
                 f"{path}: trained with obs size {compat.get('obs_dim')} and {compat.get('num_actions')} actions, "
-                f"but this match needs obs size {obs_dim} and {num_actions} actions; play it at the team "
-                "size it was trained for (--team-size) or use a checkpoint of a matching run"
+                f"but this match needs obs size {obs_dim}"
+                + (f" and {wanted} actions" if wanted is not None else "")
+                + "; play it at the team size it was trained for (--team-size) or use a checkpoint of a matching run"
             )
+        if compat.get("num_actions") != own.shape[0]:
+            raise CheckpointError(
+                f"{path}: the network has {compat.get('num_actions')} action outputs but the action table of its "
+                f"stored config has {own.shape[0]} rows; it cannot be played with a speedflip lookup table"
+            )
+        if table is not None and not same_table(own, table):
+            raise CheckpointError(
+                f"{path}: trained with another lookup table (env.action_table = "
+                f"{(config.get('env') or {}).get('action_table') if isinstance(config, dict) else None}) "
+                "than the one here; its action indices would mean other controls"
+            )
+        self.table: Array = own
         if compat.get("action_form", "table") != "table":
             raise CheckpointError(
                 f"{path}: trained with env.action_form={compat.get('action_form')}; matches and the opponent pool "
@@ -150,11 +206,19 @@ def find_checkpoint(spec: str) -> Path:
     raise CheckpointError(f"'{spec}' holds no usable checkpoint{detail}")
 
 
-def resolve_policy(spec: str, obs_dim: int, table: Array, seed: int = 0, deterministic: bool = False) -> Policy:
-    """Turn a command-line policy spec into a :class:`Policy`."""
+def resolve_policy(
+    spec: str, obs_dim: int, table: Array, seed: int = 0, deterministic: bool = False, own_table: bool = False
+) -> Policy:
+    """Turn a command-line policy spec into a :class:`Policy` for an env acting with ``table``.
+
+    ``own_table=False`` (callers that step the env with the indices as they are): a checkpoint must
+    have been trained with ``table``. ``own_table=True`` (matches through
+    :func:`~speedflip.selfplay.match.play_match`, which decodes each player's table): a checkpoint
+    plays with its own table, and the rule bot with the default table if ``table`` lacks its rows.
+    """
     num_actions = int(table.shape[0])
     if spec == "rule":
-        return ScriptedPolicy(RulePolicy(table))
+        return ScriptedPolicy(RulePolicy.for_table(table) if own_table else RulePolicy(table))
     if spec == "random":
         return RandomPolicy(num_actions, np.random.default_rng(seed))
     if spec == "idle":
@@ -162,7 +226,10 @@ def resolve_policy(spec: str, obs_dim: int, table: Array, seed: int = 0, determi
         if neutral.size == 0:
             raise ValueError("the action table has no all-zero row for the idle policy")
         return IdlePolicy(int(neutral[0]))
-    return NeuralPolicy(find_checkpoint(spec), obs_dim, num_actions, deterministic=deterministic, seed=seed)
+    path = find_checkpoint(spec)
+    if own_table:
+        return NeuralPolicy(path, obs_dim, deterministic=deterministic, seed=seed)
+    return NeuralPolicy(path, obs_dim, deterministic=deterministic, seed=seed, table=table)
 
 
 def checkpoint_meta(path: Path) -> dict[str, object]:

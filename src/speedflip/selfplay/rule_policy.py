@@ -16,6 +16,7 @@ import numpy as np
 
 from speedflip._types import Array
 from speedflip.env import layout as L
+from speedflip.env.actions import default_lookup_table
 from speedflip.env.arenas import GameArrays
 
 OPPONENT_GOAL = np.array([0.0, L.BACK_WALL_Y, 300.0], np.float32)
@@ -42,6 +43,15 @@ class RulePolicy:
         # [steer_index, boost, handbrake] -> table row
         self.drive = np.array([[[row(1.0, s, b, h) for h in (0.0, 1.0)] for b in (0.0, 1.0)] for s in steers], np.int64)
         self.jump = row(1.0, 0.0, 0.0, 0.0, jump=1.0) if (1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0) in index else None
+
+    @classmethod
+    def for_table(cls, table: Array) -> RulePolicy:
+        """A rule bot on ``table`` if it has the rows the rules need, else on the default table (its
+        :attr:`table` then differs from ``table``: a match decodes its rows with it)."""
+        try:
+            return cls(table)
+        except ValueError:
+            return cls(default_lookup_table())
 
     def act(self, state: GameArrays, car_teams: Array) -> Array:
         """Action indices ``[K * C]`` for every car of every arena."""

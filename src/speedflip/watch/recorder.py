@@ -24,8 +24,7 @@ from speedflip._types import Array
 from speedflip.env import layout as L
 from speedflip.env.arenas import GameArrays
 from speedflip.env.vec_env import RocketLeagueVecEnv
-from speedflip.selfplay.match import Player, match_env_config, reset_ended
-from speedflip.selfplay.userbot import UserBotPolicy
+from speedflip.selfplay.match import Player, match_env_config, reset_ended, step_inputs
 from speedflip.watch.errors import ReplayError
 
 FLAG_DEMOED = 1
@@ -269,15 +268,8 @@ def record_game(
     frame_seconds = env.cfg.tick_skip / L.TICK_RATE
     for step in range(steps):
         clock = (step + 1) * frame_seconds
-        actions = np.zeros(env.num_agents, np.int64)
-        custom: Array | None = None
-        for player, rows in ((blue, blue_rows), (orange, ~blue_rows)):
-            if isinstance(player, UserBotPolicy):
-                if custom is None:
-                    custom = np.full((env.num_agents, 8), np.nan, np.float32)
-                custom[rows] = player.controls(env.state, env.car_teams, rows)[rows]
-            else:
-                actions[rows] = player.act(obs, env.state, env.car_teams)[rows]
+        # each player acts in its own lookup table (decoded by step_inputs, as in play_match)
+        actions, custom = step_inputs(env, obs, ((blue, blue_rows), (orange, ~blue_rows)))
         env.pre_reset = None
         result = env.step(actions, custom)
         reset_ended(result.terminated | result.truncated, blue, orange)
@@ -301,8 +293,8 @@ def make_recording_env(
 ) -> RecordingEnv:
     """A one-arena match env that keeps goal frames (see :func:`record_game`).
 
-    ``obs_options``: the observation settings of the neural players (builder, padding, frame stack,
-    tick skip), as :func:`speedflip.selfplay.match.match_env_config` takes them.
+    ``obs_options``: the settings of the neural players (builder, padding, frame stack, tick skip and
+    their ``action_table``), as :func:`speedflip.selfplay.match.match_env_config` takes them.
     """
     cfg = match_env_config(1, team_size, seconds, obs_options=obs_options)
     return RecordingEnv(cfg, seed=seed)
