@@ -214,11 +214,24 @@ def read_source(run: str) -> Source:
 
 
 def check_layout(src: Source) -> tuple[int, Array, list[list[float]], list[bool]]:
-    """Build the run's observation with this speedflip and compare sizes: ``(obs_dim, table, pads, big)``."""
+    """Build the run's observation with this speedflip and compare sizes: ``(obs_dim, table, pads, big)``.
+
+    The table is the one the checkpoint was trained with (its stored ``env.action_table``, built by
+    :func:`speedflip.env.action_forms.table_from_run_config`, the default table when unset).
+    """
+    from speedflip.env.action_forms import same_table, table_from_run_config
+    from speedflip.env.actions import ActionError
     from speedflip.env.vec_env import RocketLeagueVecEnv
     from speedflip.selfplay.match import match_env_config
 
-    cfg = match_env_config(1, src.team_size, 10.0, obs_options=src.obs_options)
+    try:
+        trained_table = table_from_run_config(src.config)
+    except ActionError as err:
+        raise ExportError(f"{src.checkpoint}: the action table of its stored config cannot be built: {err}") from None
+    env_cfg = (src.config.get("env") or {}) if isinstance(src.config, dict) else {}
+    cfg = match_env_config(
+        1, src.team_size, 10.0, obs_options=src.obs_options, action_table=env_cfg.get("action_table")
+    )
     env = RocketLeagueVecEnv(cfg, seed=0)
     try:
         obs_dim, table = env.obs_dim, env.actions.table.copy()
@@ -227,6 +240,8 @@ def check_layout(src: Source) -> tuple[int, Array, list[list[float]], list[bool]
         big = [bool(p.is_big) for p in pads]
     finally:
         env.close()
+    if not same_table(table, trained_table):  # pragma: no cover - both come from the same setting
+        raise ExportError(f"{src.checkpoint}: the export env's action table is not the one the run trained with")
     first = np.asarray(src.policy.get("policy.0.weight", np.zeros((0, 0))))
     if obs_dim != src.obs_dim or first.shape[-1] != obs_dim or len(table) != src.num_actions:
         raise ExportError(

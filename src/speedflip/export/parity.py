@@ -137,7 +137,8 @@ def record_match(
     cfg = cfg.model_copy(update={"timeout_seconds": episode_seconds})
     env = RocketLeagueVecEnv(cfg, seed=seed)
     try:
-        policy = NeuralPolicy(checkpoint, env.obs_dim, env.num_actions, deterministic=True, seed=seed)
+        # refused unless the checkpoint's own table is the env's (obs_options carries its action_table)
+        policy = NeuralPolicy(checkpoint, env.obs_dim, deterministic=True, seed=seed, table=env.actions.table)
         obs = env.reset()
         states, all_obs, all_actions, resets = [], [], [], []
         reset = np.ones(arenas, bool)

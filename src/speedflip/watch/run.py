@@ -55,7 +55,9 @@ def watch_match(
     """A on blue, B on orange, ``seconds`` of simulated time; returns the recorded :class:`Replay`.
 
     Neural players see the observations they were trained with (builder, padding, frame stack and
-    tick skip from their checkpoint); a checkpoint whose observation size does not fit the match is
+    tick skip from their checkpoint) and act with the lookup table they were trained with (the env
+    uses A's, or B's when A is built in; a player with another table is decoded with its own, see
+    :mod:`speedflip.selfplay.match`); a checkpoint whose observation size does not fit the match is
     a :class:`~speedflip.train.checkpoint.CheckpointError` that says why.
     """
     if not seconds > 0:
