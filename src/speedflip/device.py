@@ -110,3 +110,10 @@ def resolve_device(
             "CUDA_VISIBLE_DEVICES, or use run.device=auto to fall back to the CPU."
         )
     return DeviceChoice(device, f"{device} ({gpu}, {backend})")
+
+
+def default_torch_threads(cores: int) -> int:
+    """Half the cores, at least one. The policy's batches are small and torch's worker threads spin
+    while they wait: measured on 2 cores with other processes running, 2 torch threads made
+    collection 6x and the PPO update 5x slower than 1 thread (docs/performance.md)."""
+    return max(1, cores // 2)

@@ -224,7 +224,7 @@ def test_trainer_switches_the_lane_with_the_reward_phase_and_logs_episode_charts
             assert f"charts/{name}" in record
         assert record["charts/mechanics"] == 0.0, "those episodes started before the switch"
         assert isinstance(record["charts/mean_speed"], float) and record["charts/mean_speed"] > 0.0
-        empty = RolloutStats(1.0, 1, 0.0, 0.0, [], [], {}, 0.0)
+        empty = RolloutStats(collect_seconds=1.0, steps=1, touches_per_minute=0.0, goals_per_minute=0.0)
         assert "charts/touches" not in summarize_iteration(trainer, empty, {}, 1.0, 1.0)
     finally:
         trainer.close()

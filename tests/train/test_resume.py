@@ -37,11 +37,11 @@ def test_resume_is_bit_for_bit(tmp_path: Path, trainer_a: Trainer) -> None:
     # what A looks like at save time
     saved = {
         "torch_rng": torch.get_rng_state().clone(),
-        "generator": a.generator.get_state().clone(),
+        "generator": a.learner.generator.get_state().clone(),
         "numpy_rng": a.env.get_rng_state(),
         "obs_rms": a.obs_rms.state_dict(),
-        "ret_rms": a.return_norm.rms.state_dict(),
-        "ret_returns": a.return_norm.returns.copy(),
+        "ret_rms": a.learner.return_norm.rms.state_dict(),
+        "ret_returns": a.learner.return_norm.returns.copy(),
         "global_step": a.global_step,
         "iteration": a.iteration,
     }
@@ -52,7 +52,7 @@ def test_resume_is_bit_for_bit(tmp_path: Path, trainer_a: Trainer) -> None:
     batch2, raw2, _ = a.collect()
     a.update(batch2, raw2)
     weights_a = _params(a)
-    opt_a = a.optimizer.state_dict()
+    opt_a = a.learner.optimizer.state_dict()
 
     b = Trainer(tiny_config())
     try:
@@ -60,13 +60,13 @@ def test_resume_is_bit_for_bit(tmp_path: Path, trainer_a: Trainer) -> None:
         b.load(path)
         # RNG states, normalizers and counters are A's at save time
         assert torch.equal(torch.get_rng_state(), saved["torch_rng"])
-        assert torch.equal(b.generator.get_state(), saved["generator"])
+        assert torch.equal(b.learner.generator.get_state(), saved["generator"])
         assert b.env.get_rng_state() == saved["numpy_rng"]
         for key, value in saved["obs_rms"].items():
             np.testing.assert_array_equal(b.obs_rms.state_dict()[key], value)
         for key, value in saved["ret_rms"].items():
-            np.testing.assert_array_equal(b.return_norm.rms.state_dict()[key], value)
-        np.testing.assert_array_equal(b.return_norm.returns, saved["ret_returns"])
+            np.testing.assert_array_equal(b.learner.return_norm.rms.state_dict()[key], value)
+        np.testing.assert_array_equal(b.learner.return_norm.returns, saved["ret_returns"])
         assert (b.global_step, b.iteration) == (saved["global_step"], saved["iteration"]) == (32, 1)
 
         # sampling continues identically: B's next draws are the ones A made right after the save
@@ -79,7 +79,7 @@ def test_resume_is_bit_for_bit(tmp_path: Path, trainer_a: Trainer) -> None:
         assert weights_a.keys() == weights_b.keys()
         for name in weights_a:
             assert torch.equal(weights_a[name], weights_b[name]), name
-        _assert_same_optimizer_state(opt_a, b.optimizer.state_dict())
+        _assert_same_optimizer_state(opt_a, b.learner.optimizer.state_dict())
         np.testing.assert_array_equal(a.obs_rms.mean, b.obs_rms.mean)
         np.testing.assert_array_equal(a.obs_rms.var, b.obs_rms.var)
         assert a.obs_rms.count == b.obs_rms.count

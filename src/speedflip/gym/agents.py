@@ -33,7 +33,7 @@ from speedflip.algos.normalize import ReturnNormalizer, RunningMeanStd
 from speedflip.algos.ppo import Batch, compute_gae, ppo_update
 from speedflip.algos.ppo_recurrent import SequenceRollout, recurrent_ppo_update
 from speedflip.config import Config, config_to_dict
-from speedflip.device import resolve_device
+from speedflip.device import default_torch_threads, resolve_device
 from speedflip.gym.envs import SpaceInfo, encode_obs, final_observations, make_vec_env, space_info
 from speedflip.gym.errors import GymEnvError
 from speedflip.models.activation import set_activation
@@ -48,7 +48,6 @@ from speedflip.train.checkpoint import (
     optimizer_to_tensors,
     to_numpy_dict,
 )
-from speedflip.train.trainer import default_torch_threads
 
 EVAL_EPSILON = 0.05
 """DQN's exploration rate when evaluated with ``--stochastic``."""

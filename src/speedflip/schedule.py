@@ -1,0 +1,101 @@
+"""What changes as training goes: curriculum stages, reward phases, the mechanics lane, learning rate and
+entropy. Pure functions of (config, agent steps, metrics) -> settings; the run loop applies them
+between rollouts (a new stage rebuilds the collector, a new phase sets reward weights).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from speedflip.config import Config, EnvConfig
+
+
+def stage_config(cfg: Config, stage: int) -> Config:
+    """The config with the env's team sizes of curriculum stage ``stage`` (obs padded to the largest)."""
+    if not cfg.curriculum.enabled:
+        return cfg
+    stages = cfg.curriculum.stages
+    current = stages[stage]
+    pad = max([cfg.env.obs_team_size] + [max(s.blue_size, s.orange_size) for s in stages])
+    env = cfg.env.model_copy(
+        update={"blue_size": current.blue_size, "orange_size": current.orange_size, "obs_team_size": pad}
+    )
+    return cfg.model_copy(update={"env": env})
+
+
+def stage_opponent_share(cfg: Config, stage: int) -> float:
+    """The share of arenas that play the opponent pool in ``stage``."""
+    if cfg.curriculum.enabled:
+        return cfg.curriculum.stages[stage].opponent_share
+    return cfg.selfplay.opponent_share
+
+
+def stage_name(cfg: Config, stage: int) -> str:
+    return cfg.curriculum.stages[stage].name if cfg.curriculum.enabled else "main"
+
+
+def learning_rate(cfg: Config, global_step: int) -> float:
+    """``ppo.learning_rate``, decayed linearly to 0 over ``run.total_steps`` with ``ppo.anneal_lr``."""
+    if not cfg.ppo.anneal_lr:
+        return cfg.ppo.learning_rate
+    return cfg.ppo.learning_rate * max(0.0, 1.0 - global_step / cfg.run.total_steps)
+
+
+def ent_coef(cfg: Config, global_step: int) -> float:
+    """The entropy bonus for the next update (constant: ``ppo.ent_coef``)."""
+    return cfg.ppo.ent_coef
+
+
+def reward_phase_name(env: EnvConfig, phase: int) -> str:
+    return env.reward_phases[phase].name if env.reward_phases else "rewards"
+
+
+def mechanics_active(env: EnvConfig, phase: int) -> bool:
+    """The mechanics lane plays once the reward phase reaches ``env.mechanics_from_phase``."""
+    return phase >= env.mechanics_from_phase
+
+
+@dataclass(frozen=True)
+class Change:
+    """A move to the next reward phase or curriculum stage, and why (for the console)."""
+
+    index: int  # the new phase or stage
+    message: str
+
+
+def next_reward_phase(env: EnvConfig, phase: int, global_step: int, record: Mapping[str, Any]) -> Change | None:
+    """The next reward phase once the current one's step or metric threshold is reached, else None."""
+    phases = env.reward_phases
+    if phase >= len(phases) - 1:
+        return None
+    current = phases[phase]
+    reason = None
+    if current.until_steps is not None and global_step >= current.until_steps:
+        reason = f"step {global_step:,} >= {current.until_steps:,}"
+    value = record.get(current.until_metric) if current.until_metric else None
+    threshold = current.until_value
+    if reason is None and isinstance(value, (int, float)) and threshold is not None and value >= threshold:
+        reason = f"{current.until_metric} {value:.3g} >= {threshold:g}"
+    if reason is None:
+        return None
+    return Change(phase + 1, f"reward phase: '{current.name}' -> '{phases[phase + 1].name}' ({reason})")
+
+
+def next_stage(cfg: Config, stage: int, global_step: int, win_rate: float | None, elo: float) -> Change | None:
+    """The next curriculum stage once the current one's step, win-rate or Elo condition holds, else None."""
+    if not cfg.curriculum.enabled or stage >= len(cfg.curriculum.stages) - 1:
+        return None
+    current = cfg.curriculum.stages[stage]
+    reasons = []
+    if current.until_steps is not None and global_step >= current.until_steps:
+        reasons.append(f"step {global_step:,} >= {current.until_steps:,}")
+    if current.until_win_rate is not None and win_rate is not None and win_rate >= current.until_win_rate:
+        reasons.append(f"win rate vs pool {win_rate:.2f} >= {current.until_win_rate}")
+    if current.until_elo is not None and elo >= current.until_elo:
+        reasons.append(f"Elo {elo:.0f} >= {current.until_elo:g}")
+    if not reasons:
+        return None
+    message = f"curriculum: stage '{current.name}' -> '{stage_name(cfg, stage + 1)}' ({'; '.join(reasons)})"
+    return Change(stage + 1, message)
