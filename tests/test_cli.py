@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from speedflip.train.checkpoint import Checkpoint, save_checkpoint
+from speedflip.checkpoint import Checkpoint, save_checkpoint
 
 QUICK_COMPAT = {"obs_dim": 103, "num_actions": 90, "policy_layers": [256, 256], "critic_layers": [256, 256]}
 

@@ -12,10 +12,10 @@ from gymnasium.error import ResetNeeded
 from gymnasium.utils.env_checker import check_env
 
 import speedflip
+from speedflip.checkpoint import CheckpointError
 from speedflip.config import ConfigError, build_config
 from speedflip.env.actions import ActionError
 from speedflip.faces import OBS_BOUND, RocketLeagueGymEnv
-from speedflip.train.checkpoint import CheckpointError
 from speedflip.train.trainer import Trainer
 
 

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.text import Text
 
 from speedflip import __version__
+from speedflip.checkpoint import CheckpointError
 from speedflip.config import ConfigError, preset_names
 from speedflip.device import DeviceError
 from speedflip.doctor import StartupCheckError
@@ -20,7 +21,6 @@ from speedflip.export.errors import ExportError
 from speedflip.gym.errors import GymEnvError
 from speedflip.selfplay.league import LeagueError
 from speedflip.selfplay.userbot import UserBotError
-from speedflip.train.checkpoint import CheckpointError
 from speedflip.train.rundir import RunDirError
 from speedflip.watch.errors import ReplayError
 

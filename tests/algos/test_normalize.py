@@ -10,7 +10,7 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from speedflip.algos.normalize import ReturnNormalizer, RunningMeanStd
-from speedflip.train.checkpoint import from_numpy_dict, to_numpy_dict
+from speedflip.checkpoint import from_numpy_dict, to_numpy_dict
 
 
 def test_running_mean_std_matches_numpy_over_concatenated_batches() -> None:

@@ -21,10 +21,10 @@ from rlgym.rocket_league.reward_functions import CombinedReward, GoalReward, Tou
 from rlgym.rocket_league.sim import RocketSimEngine
 from rlgym.rocket_league.state_mutators import FixedTeamSizeMutator, KickoffMutator, MutatorSequence
 
+from speedflip.checkpoint import verify_checkpoint
 from speedflip.collect import make_vec_env
 from speedflip.config import build_config, resolve_config
 from speedflip.env.rlgym_adapter import SLOW_PATH_NOTE, RLGymAdapterError, RLGymVecEnv, load_factory, probe_dims
-from speedflip.train.checkpoint import verify_checkpoint
 from speedflip.train.trainer import Trainer
 
 HERE = Path(__file__).resolve()

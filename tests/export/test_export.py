@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from speedflip.checkpoint import META_CHECKSUM_KEY, _meta_digest
 from speedflip.cli import main
 from speedflip.export.exporter import read_source
 from speedflip.export.parity import load_bundle, record_match, replay_through_bot
-from speedflip.train.checkpoint import META_CHECKSUM_KEY, _meta_digest
 
 
 @pytest.fixture(scope="module")

@@ -128,7 +128,7 @@ def _run_dir_readonly(tmp: Path) -> list[str]:
 
 
 def _fake_checkpoint(run: Path, compat: dict[str, object], step: int = 64, model_key: str = "policy.0.weight") -> None:
-    from speedflip.train.checkpoint import Checkpoint, save_checkpoint
+    from speedflip.checkpoint import Checkpoint, save_checkpoint
 
     ckpt = Checkpoint(
         model={model_key: torch.zeros(4, 3)},

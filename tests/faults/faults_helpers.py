@@ -206,9 +206,12 @@ def resumed_from(output: str) -> Path | None:
 
 
 def tree_hashes(root: Path) -> dict[str, str]:
-    """Relative path -> SHA-256 of every file below ``root`` (folders as 'dir')."""
+    """Relative path -> SHA-256 of every file below ``root`` (folders as 'dir'); the run-dir lock file
+    (``.lock``: who is training there, no run data) is left out."""
     out: dict[str, str] = {}
     for p in sorted(root.rglob("*")):
+        if p.name == ".lock":
+            continue
         out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
     return out
 

@@ -24,8 +24,8 @@ from faults_helpers import (
 )
 from rich.console import Console
 
-from speedflip.train import checkpoint as ckpt_module
-from speedflip.train.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from speedflip import checkpoint as ckpt_module
+from speedflip.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from speedflip.train.metrics import JsonlSink
 from speedflip.train.run import train
 

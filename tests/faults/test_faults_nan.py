@@ -11,8 +11,8 @@ import RocketSim as rsim
 from faults_helpers import INTERVAL, checkpoint_dirs, independently_good, metric_records, tiny_config
 from rich.console import Console
 
+from speedflip.checkpoint import load_checkpoint
 from speedflip.env.vec_env import RocketLeagueVecEnv
-from speedflip.train.checkpoint import load_checkpoint
 from speedflip.train.run import train
 
 

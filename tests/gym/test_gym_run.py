@@ -10,10 +10,10 @@ import pytest
 import torch
 from gym_helpers import gym_config
 
+from speedflip.checkpoint import list_checkpoints, save_checkpoint, verify_checkpoint
 from speedflip.cli import main
 from speedflip.gym.agents import DQNLearner
 from speedflip.gym.cli import resolve_train_config
-from speedflip.train.checkpoint import list_checkpoints, save_checkpoint, verify_checkpoint
 
 FAST = ["--set", "run.device=cpu", "--set", "run.torch_threads=1", "--set", "gym.eval_episodes=4"]
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from sp_helpers import tiny_config
 
+from speedflip.checkpoint import CheckpointError
 from speedflip.cli import main
 from speedflip.config import EnvConfig, SelfPlayConfig
 from speedflip.env.action_forms import build_table, same_table
@@ -24,7 +25,6 @@ from speedflip.selfplay.match import match_env_config, play_match, step_inputs, 
 from speedflip.selfplay.matchmaker import Matchmaker
 from speedflip.selfplay.policies import NeuralPolicy, ScriptedPolicy, find_checkpoint, resolve_policy
 from speedflip.selfplay.rule_policy import RulePolicy
-from speedflip.train.checkpoint import CheckpointError
 from speedflip.train.trainer import Trainer
 
 THREE = [-1.0, 0.0, 1.0]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from speedflip.checkpoint import list_checkpoints
 from speedflip.cli import main
 from speedflip.selfplay import elo
-from speedflip.train.checkpoint import list_checkpoints
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

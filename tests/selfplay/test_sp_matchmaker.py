@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from speedflip.checkpoint import list_checkpoints
 from speedflip.config import EnvConfig, SelfPlayConfig
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.selfplay import elo
 from speedflip.selfplay.matchmaker import LEARNER, Matchmaker
 from speedflip.selfplay.policies import NeuralPolicy
 from speedflip.selfplay.rule_policy import RulePolicy
-from speedflip.train.checkpoint import list_checkpoints
 
 
 @pytest.fixture

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from speedflip.checkpoint import CheckpointError, list_checkpoints
 from speedflip.env.obs import DefaultObs
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.selfplay.match import match_env_config, play_match, summarize
 from speedflip.selfplay.policies import NeuralPolicy, find_checkpoint, resolve_policy
-from speedflip.train.checkpoint import CheckpointError, list_checkpoints
 
 
 def _table() -> np.ndarray:

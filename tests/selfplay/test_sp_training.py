@@ -11,8 +11,8 @@ from typing import Any
 from rich.console import Console
 from sp_helpers import tiny_config
 
+from speedflip.checkpoint import verify_checkpoint
 from speedflip.config import Config
-from speedflip.train.checkpoint import verify_checkpoint
 from speedflip.train.run import train
 
 # 4 arenas, 1v1, opponent_share 0.5 -> round(0.5 * 4) = 2 pool arenas where the learner drives 1 car,

@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
+from speedflip.checkpoint import Checkpoint
 from speedflip.config import Config, build_config
-from speedflip.train.checkpoint import Checkpoint
 
 COMPAT: dict[str, Any] = {"obs_dim": 103, "num_actions": 90, "policy_layers": [16], "critic_layers": [16]}
 
@@ -45,9 +45,12 @@ def fake_checkpoint(value: float = 1.0, compat: dict[str, Any] | None = None) ->
 
 
 def tree_hashes(root: Path) -> dict[str, str]:
-    """Relative path -> SHA-256 of every file below ``root`` (directories as 'dir')."""
+    """Relative path -> SHA-256 of every file below ``root`` (directories as 'dir'); the run-dir lock file
+    (``.lock``: who is training there, no run data) is left out."""
     out: dict[str, str] = {}
     for p in sorted(root.rglob("*")):
+        if p.name == ".lock":
+            continue
         rel = str(p.relative_to(root))
         out[rel] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
     return out

@@ -9,7 +9,7 @@ import pytest
 import torch
 from sf_helpers import fake_checkpoint, flip_byte, tree_hashes, truncate
 
-from speedflip.train.checkpoint import (
+from speedflip.checkpoint import (
     TENSOR_FILES,
     CheckpointError,
     list_checkpoints,

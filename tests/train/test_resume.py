@@ -14,7 +14,7 @@ import torch
 from safetensors import safe_open
 from sf_helpers import tiny_config
 
-from speedflip.train.checkpoint import TENSOR_FILES
+from speedflip.checkpoint import TENSOR_FILES
 from speedflip.train.trainer import Trainer
 
 

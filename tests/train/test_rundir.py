@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sf_helpers import COMPAT, fake_checkpoint, flip_byte, tiny_config, tree_hashes, truncate
 
-from speedflip.train.checkpoint import save_checkpoint
+from speedflip.checkpoint import save_checkpoint
 from speedflip.train.run import train
 from speedflip.train.rundir import RunDirError, compat_signature, prepare_run_dir
 

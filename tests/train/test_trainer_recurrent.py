@@ -15,10 +15,10 @@ from rich.console import Console
 from sf_helpers import tiny_config
 
 from speedflip.algos.ppo_recurrent import SequenceRollout
+from speedflip.checkpoint import load_checkpoint
 from speedflip.config import Config, ConfigError, build_config
 from speedflip.models.recurrent import RecurrentActorCritic
 from speedflip.selfplay.policies import NeuralPolicy
-from speedflip.train.checkpoint import load_checkpoint
 from speedflip.train.run import train
 from speedflip.train.trainer import Trainer
 

@@ -59,6 +59,7 @@ class _Buffers:
             actions = np.zeros((T, N), np.int64)
         else:
             actions = np.zeros((T, N, NUM_CONTROLS), np.float32 if form == "continuous" else np.int64)
+
         def zeros(dtype: type) -> Array:
             return np.zeros((T, N), dtype)
 

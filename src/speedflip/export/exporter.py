@@ -162,9 +162,9 @@ def read_source(run: str) -> Source:
     """Find and check the checkpoint; a clear :class:`ExportError` when it cannot be exported."""
     from safetensors.numpy import load_file
 
+    from speedflip.checkpoint import verify_checkpoint
     from speedflip.selfplay.evaluate import training_obs_options
     from speedflip.selfplay.policies import find_checkpoint
-    from speedflip.train.checkpoint import verify_checkpoint
     from speedflip.watch.run import curriculum_padding
 
     checkpoint = find_checkpoint(run)

@@ -32,6 +32,14 @@ from speedflip.algos.dqn import ReplayBuffer, dqn_update, epsilon_at, epsilon_gr
 from speedflip.algos.normalize import ReturnNormalizer, RunningMeanStd
 from speedflip.algos.ppo import Batch, compute_gae, ppo_update
 from speedflip.algos.ppo_recurrent import SequenceRollout, recurrent_ppo_update
+from speedflip.checkpoint import (
+    Checkpoint,
+    from_numpy_dict,
+    load_checkpoint,
+    optimizer_from_tensors,
+    optimizer_to_tensors,
+    to_numpy_dict,
+)
 from speedflip.config import Config, config_to_dict
 from speedflip.device import default_torch_threads, resolve_device
 from speedflip.gym.envs import SpaceInfo, encode_obs, final_observations, make_vec_env, space_info
@@ -40,14 +48,6 @@ from speedflip.models.activation import set_activation
 from speedflip.models.mlp import ActorCritic
 from speedflip.models.q import QNetwork
 from speedflip.models.recurrent import RecurrentActorCritic
-from speedflip.train.checkpoint import (
-    Checkpoint,
-    from_numpy_dict,
-    load_checkpoint,
-    optimizer_from_tensors,
-    optimizer_to_tensors,
-    to_numpy_dict,
-)
 
 EVAL_EPSILON = 0.05
 """DQN's exploration rate when evaluated with ``--stochastic``."""

@@ -83,8 +83,8 @@ def resolve_train_config(
 
 def gym_checkpoint(spec: str) -> Path | None:
     """The checkpoint ``speedflip eval SPEC`` would evaluate if SPEC is a Gymnasium run, else ``None``."""
+    from speedflip.checkpoint import CheckpointError
     from speedflip.gym.evaluate import find_checkpoint, is_gym_checkpoint
-    from speedflip.train.checkpoint import CheckpointError
 
     path = Path(spec)
     if not path.is_dir():

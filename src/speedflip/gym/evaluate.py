@@ -16,11 +16,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from speedflip.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, verify_checkpoint
 from speedflip.config import Config, GymConfig, build_config
 from speedflip.gym.agents import Policy, policy_from_checkpoint
 from speedflip.gym.envs import SpaceInfo, encode_obs, make_vec_env, max_episode_steps, reward_threshold, space_info
-from speedflip.train.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, verify_checkpoint
-from speedflip.train.jsonsafe import dumps
+from speedflip.jsonsafe import dumps
 
 UNLIMITED_EPISODE_CAP = 100_000
 """Steps after which an episode of an env without a time limit is cut (counted as truncated)."""

@@ -17,11 +17,11 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from speedflip.checkpoint import CheckpointError, save_checkpoint, verify_checkpoint
 from speedflip.config import Config
 from speedflip.gym.agents import GymLearner, make_learner
 from speedflip.gym.evaluate import EvalSummary, run_episodes, solved_threshold, summarize
 from speedflip.provenance import config_hash, git_commit
-from speedflip.train.checkpoint import CheckpointError, save_checkpoint, verify_checkpoint
 from speedflip.train.metrics import JsonlSink, TensorBoardSink
 from speedflip.train.rundir import prepare_run_dir
 from speedflip.train.signals import StopFlag

@@ -9,13 +9,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from speedflip.checkpoint import CheckpointError, verify_checkpoint
 from speedflip.env.vec_env import RocketLeagueVecEnv
+from speedflip.jsonsafe import dumps
 from speedflip.selfplay.league import League, append_games
 from speedflip.selfplay.match import OBS_KEYS, OBSERVATION_KEYS, Player, match_env_config, play_match, summarize
 from speedflip.selfplay.policies import NeuralPolicy, find_checkpoint, resolve_policy
 from speedflip.selfplay.userbot import UserBotPolicy
-from speedflip.train.checkpoint import CheckpointError, verify_checkpoint
-from speedflip.train.jsonsafe import dumps
 
 BUILTIN = ("rule", "random", "idle")
 

@@ -21,6 +21,7 @@ import torch
 
 from speedflip._types import Array
 from speedflip.algos.normalize import RunningMeanStd
+from speedflip.checkpoint import CheckpointError, list_checkpoints, verify_checkpoint
 from speedflip.config import SelfPlayConfig
 from speedflip.env import layout as L
 from speedflip.env.action_forms import same_table, table_from_run_config
@@ -31,7 +32,6 @@ from speedflip.selfplay.league import REFERENCE_PLAYER, League, append_games
 from speedflip.selfplay.policies import NeuralPolicy, Policy, ScriptedPolicy
 from speedflip.selfplay.pool import Member, prune, sampling_weights
 from speedflip.selfplay.rule_policy import RulePolicy
-from speedflip.train.checkpoint import CheckpointError, list_checkpoints, verify_checkpoint
 
 LEARNER = "learner"
 _NO_STATE = GameArrays.empty(0, 0)  # neural opponents ignore the state argument

@@ -20,12 +20,12 @@ from safetensors.torch import load_file
 
 from speedflip._types import Array
 from speedflip.algos.normalize import RunningMeanStd
+from speedflip.checkpoint import CheckpointError, list_checkpoints, to_numpy_dict, verify_checkpoint
 from speedflip.env.action_forms import same_table, table_from_run_config
 from speedflip.env.actions import ActionError
 from speedflip.env.arenas import GameArrays
 from speedflip.models.build import ActingMemory, model_from_compat
 from speedflip.selfplay.rule_policy import RulePolicy
-from speedflip.train.checkpoint import CheckpointError, list_checkpoints, to_numpy_dict, verify_checkpoint
 
 
 class Policy(Protocol):

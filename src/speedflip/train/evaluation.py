@@ -40,7 +40,7 @@ def evaluate_vs_rule(
         if match.obs_dim != obs_dim:
             return {}
         live = LivePolicy(model, obs_rms, seed)
-        rule = ScriptedPolicy(RulePolicy(match.actions.table))
+        rule = ScriptedPolicy(RulePolicy.for_table(match.actions.table))
         results = play_match(match, live, rule, sp.eval_game_seconds)
     finally:
         match.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from speedflip.train.jsonsafe import dumps
+from speedflip.jsonsafe import dumps
 
 
 class JsonlSink:

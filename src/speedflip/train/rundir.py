@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from speedflip.train.checkpoint import CheckpointError, list_checkpoints, verify_checkpoint
+from speedflip.checkpoint import CheckpointError, list_checkpoints, verify_checkpoint
 
 if sys.platform != "win32":
     import fcntl
@@ -261,8 +261,9 @@ def lock_run_dir(run_dir: Path) -> Iterator[None]:
     this process's pid, host, start time and command line into the file. If another process holds it,
     raises :class:`RunDirError` naming that process. The kernel drops the lock when its holder exits,
     however it exits (``kill -9``, power loss), so a lock file left behind never blocks a resume: only a
-    live holder does. The file is left in place on exit (deleting a lock file races with a process that
-    has just opened it); it is not a checkpoint and nothing else reads it.
+    live holder does. The holder removes the file when it leaves (a failed start leaves the run
+    directory as it was); a process that locked a file just removed by its holder sees that the path no
+    longer names its file and tries again, so two processes never both hold the run directory.
 
     The lock is per open of the file, so a second ``lock_run_dir`` on the same folder inside the same
     process is refused too; entering it again after leaving is fine. Child processes started with
@@ -280,26 +281,8 @@ def lock_run_dir(run_dir: Path) -> Iterator[None]:
     run_dir = run_dir.resolve()
     _ensure_writable(run_dir)
     path = run_dir / LOCK_NAME
+    fd = _acquire(path, run_dir)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as err:
-        raise RunDirError(
-            f"cannot open the lock file '{path}' ({err.strerror or err}); nothing was started. Fix its "
-            "permissions or choose another --run-dir."
-        ) from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunDirError(
-                f"run directory '{run_dir}' is in use by another speedflip process ({_describe_holder(path)}). "
-                "Stop that one first, or pick another --run-dir."
-            ) from None
-        except OSError as err:  # e.g. a file system without locks
-            raise RunDirError(
-                f"cannot lock the run directory '{run_dir}' ({err.strerror or err}); nothing was started. "
-                "Choose a --run-dir on a local disk."
-            ) from None
         details = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
@@ -312,4 +295,47 @@ def lock_run_dir(run_dir: Path) -> Iterator[None]:
             os.pwrite(fd, data, 0)
         yield
     finally:
+        with contextlib.suppress(OSError):  # --new may have moved it; remove it only if it is still ours
+            if _same_file(fd, path):
+                path.unlink()
         os.close(fd)  # releases the lock
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file open as ``fd``."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    own = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
+
+
+def _acquire(path: Path, run_dir: Path) -> int:
+    """Open and lock ``path``; retried when the holder removed the file between our open and our lock."""
+    for _ in range(100):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise RunDirError(
+                f"cannot open the lock file '{path}' ({err.strerror or err}); nothing was started. Fix its "
+                "permissions or choose another --run-dir."
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RunDirError(
+                f"run directory '{run_dir}' is in use by another speedflip process ({_describe_holder(path)}). "
+                "Stop that one first, or pick another --run-dir."
+            ) from None
+        except OSError as err:  # e.g. a file system without locks
+            os.close(fd)
+            raise RunDirError(
+                f"cannot lock the run directory '{run_dir}' ({err.strerror or err}); nothing was started. "
+                "Choose a --run-dir on a local disk."
+            ) from None
+        if _same_file(fd, path):
+            return fd
+        os.close(fd)  # locked a file its holder had just removed: take the one the path names now
+    raise RunDirError(f"could not lock the run directory '{run_dir}' (its lock file keeps changing)")

@@ -24,6 +24,13 @@ from speedflip import __version__
 from speedflip._types import Array
 from speedflip.algos.guards import TrainingDivergedError
 from speedflip.algos.ppo_learner import LearnerState, PPOBatch, PPOLearner
+from speedflip.checkpoint import (
+    Checkpoint,
+    load_checkpoint,
+    optimizer_from_tensors,
+    optimizer_to_tensors,
+    save_checkpoint,
+)
 from speedflip.collect.arena_collector import ArenaCollector
 from speedflip.collect.base import VecEnv
 from speedflip.config import Config, config_to_dict
@@ -43,13 +50,6 @@ from speedflip.schedule import (
     stage_opponent_share,
 )
 from speedflip.selfplay.matchmaker import Matchmaker
-from speedflip.train.checkpoint import (
-    Checkpoint,
-    load_checkpoint,
-    optimizer_from_tensors,
-    optimizer_to_tensors,
-    save_checkpoint,
-)
 from speedflip.train.evaluation import evaluate_vs_rule
 from speedflip.train.rundir import compat_signature
 from speedflip.train.signals import StopFlag

@@ -58,7 +58,7 @@ def watch_match(
     tick skip from their checkpoint) and act with the lookup table they were trained with (the env
     uses A's, or B's when A is built in; a player with another table is decoded with its own, see
     :mod:`speedflip.selfplay.match`); a checkpoint whose observation size does not fit the match is
-    a :class:`~speedflip.train.checkpoint.CheckpointError` that says why.
+    a :class:`~speedflip.checkpoint.CheckpointError` that says why.
     """
     if not seconds > 0:
         raise ReplayError(f"--seconds must be positive, got {seconds}")
@@ -147,7 +147,7 @@ def record_milestone_replay(
     ``run_dir / "replays"``. It plays ``seconds`` (default 30) of simulated time at the team size the
     checkpoint was trained at (about half a second of CPU for 30 s in 1v1) and writes
     ``<out_dir>/<stage>-<step>.html`` and ``.replay.npz``. It raises the usual user errors
-    (:class:`~speedflip.train.checkpoint.CheckpointError`, :class:`ReplayError`, ``OSError``); a trainer
+    (:class:`~speedflip.checkpoint.CheckpointError`, :class:`ReplayError`, ``OSError``); a trainer
     should catch them and carry on.
     """
     team = curriculum_padding(str(checkpoint))[1] or 1

@@ -36,7 +36,7 @@ from safetensors.torch import load as load_bytes
 from safetensors.torch import save as save_bytes
 
 from speedflip._types import Array
-from speedflip.train.jsonsafe import dumps
+from speedflip.jsonsafe import dumps
 
 FORMAT_VERSION = 1
 TENSOR_FILES = ("model.safetensors", "optimizer.safetensors", "state.safetensors")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from speedflip.train.jsonsafe import dumps, to_jsonable
+from speedflip.jsonsafe import dumps, to_jsonable
 
 
 def test_numpy_scalars_become_python_values() -> None:
