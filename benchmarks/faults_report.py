@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "fault
 from fault_cases import CASES, check_case
 from faults_helpers import checkpoint_dirs, kill_loop
 
-from speedflip.train.checkpoint import CheckpointError, load_checkpoint, verify_checkpoint
+from speedflip.checkpoint import CheckpointError, load_checkpoint, verify_checkpoint
 
 
 def _damage(src: Path, dst: Path, rng: random.Random) -> str:
