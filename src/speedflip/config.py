@@ -25,8 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from speedflip.env.registry import MECHANICS_SETTERS, STATE_SETTER_NAMES, check_setter_options
-from speedflip.env.rewards import REWARD_COMPONENTS
+from speedflip.registry import MECHANICS_SETTERS, REWARD_NAMES, STATE_SETTER_NAMES, check_setter_options
 
 
 class ConfigError(ValueError):
@@ -107,9 +106,9 @@ class RewardPhase(_Strict):
     @field_validator("rewards")
     @classmethod
     def _known(cls, v: dict[str, float]) -> dict[str, float]:
-        unknown = sorted(set(v) - set(REWARD_COMPONENTS))
+        unknown = sorted(set(v) - set(REWARD_NAMES))
         if unknown:
-            raise ValueError(f"unknown reward component(s) {unknown}; available: {sorted(REWARD_COMPONENTS)}")
+            raise ValueError(f"unknown reward component(s) {unknown}; available: {sorted(REWARD_NAMES)}")
         return v
 
     @model_validator(mode="after")
@@ -205,9 +204,9 @@ class EnvConfig(_Strict):
     @field_validator("rewards")
     @classmethod
     def _known_rewards(cls, v: dict[str, float]) -> dict[str, float]:
-        unknown = sorted(set(v) - set(REWARD_COMPONENTS))
+        unknown = sorted(set(v) - set(REWARD_NAMES))
         if unknown:
-            raise ValueError(f"unknown reward component(s) {unknown}; available: {sorted(REWARD_COMPONENTS)}")
+            raise ValueError(f"unknown reward component(s) {unknown}; available: {sorted(REWARD_NAMES)}")
         return v
 
     @field_validator("state_setters", "mechanics_setters")

@@ -1,7 +1,8 @@
-"""The state setters' names and options, without the physics engine.
+"""The names of the env's registries (reward components, state setters and their options), without
+the physics engine.
 
-The config layer checks ``env.state_setters``, ``env.mechanics_setters`` and
-``env.state_setter_options`` against this module, so ``import speedflip.config`` (and everything that
+The config layer checks ``env.rewards``, reward phases, ``env.state_setters``, ``env.mechanics_setters``
+and ``env.state_setter_options`` against this module, so ``import speedflip.config`` (and everything that
 only needs a config: the algorithms, a CartPole run, ``speedflip doctor``) never loads RocketSim.
 
 :mod:`speedflip.env.states` holds the setters themselves and checks at import time that its registry
@@ -17,6 +18,13 @@ import math
 from collections.abc import Mapping
 
 OptionValue = float | bool
+
+REWARD_NAMES: tuple[str, ...] = (
+    "goal", "goal_scored", "goal_conceded", "touch", "shot", "save", "demo", "demoed", "strong_hit",
+    "jump_shot", "basic_shot", "velocity_player_to_ball", "velocity_ball_to_goal", "ball_velocity_to_own_goal",
+    "ball_goal_distance", "face_ball", "in_air", "save_boost", "collect_boost", "turtled", "recovery",
+)  # fmt: skip
+"""Every reward component's name (:data:`speedflip.env.rewards.REWARD_COMPONENTS` checks it holds these)."""
 
 SETTER_OPTIONS: dict[str, dict[str, OptionValue]] = {
     "kickoff": {},

@@ -15,6 +15,7 @@ import numpy as np
 
 from speedflip._types import Array
 from speedflip.env import layout as L
+from speedflip.registry import REWARD_NAMES
 
 if TYPE_CHECKING:  # only for annotations: the config imports this module and must not load RocketSim
     from speedflip.env.arenas import GameArrays
@@ -231,6 +232,9 @@ REWARD_COMPONENTS: dict[str, RewardFn] = {
     "turtled": turtled,
     "recovery": recovery,
 }
+
+if tuple(REWARD_COMPONENTS) != REWARD_NAMES:  # the config validates names against speedflip.registry
+    raise RuntimeError(f"reward components {list(REWARD_COMPONENTS)} differ from speedflip.registry.REWARD_NAMES")
 
 # event components count for the "sparse" reward mode; everything else is "dense" shaping
 SPARSE_COMPONENTS = frozenset({"goal", "goal_scored", "goal_conceded", "touch", "shot", "save", "demo", "demoed"})

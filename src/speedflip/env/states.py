@@ -33,11 +33,11 @@ import RocketSim as rsim
 
 from speedflip._types import Array
 from speedflip.env import layout as L
-from speedflip.env.registry import MECHANICS_SETTERS as MECHANICS_SETTERS
-from speedflip.env.registry import SETTER_OPTIONS, STATE_SETTER_NAMES
-from speedflip.env.registry import OptionValue as OptionValue
-from speedflip.env.registry import check_setter_options as check_setter_options
-from speedflip.env.registry import setter_options as setter_options
+from speedflip.registry import MECHANICS_SETTERS as MECHANICS_SETTERS
+from speedflip.registry import SETTER_OPTIONS, STATE_SETTER_NAMES
+from speedflip.registry import OptionValue as OptionValue
+from speedflip.registry import check_setter_options as check_setter_options
+from speedflip.registry import setter_options as setter_options
 
 StateSetter = Callable[[rsim.Arena, list[rsim.Car], np.random.Generator], None]
 
@@ -406,7 +406,7 @@ def _set_ball(arena: rsim.Arena, pos: Array, vel: Array) -> None:
 
 # ---------------------------------------------------------------------- registry and options
 def _check_matches_registry(setters: Mapping[str, StateSetter]) -> None:
-    """Raise ``RuntimeError`` unless ``setters`` match :mod:`speedflip.env.registry` exactly.
+    """Raise ``RuntimeError`` unless ``setters`` match :mod:`speedflip.registry` exactly.
 
     The config checks setter names and options against the light registry (which does not load
     RocketSim); this keeps the two in step: same names in the same order, and each setter's
@@ -414,14 +414,14 @@ def _check_matches_registry(setters: Mapping[str, StateSetter]) -> None:
     """
     if tuple(setters) != STATE_SETTER_NAMES:
         raise RuntimeError(
-            f"state setters {list(setters)} differ from speedflip.env.registry's {list(STATE_SETTER_NAMES)}"
+            f"state setters {list(setters)} differ from speedflip.registry's {list(STATE_SETTER_NAMES)}"
         )
     for name, fn in setters.items():
         params = inspect.signature(fn).parameters.values()
         options = {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
         if options != SETTER_OPTIONS[name]:
             raise RuntimeError(
-                f"state setter '{name}' takes options {options}; speedflip.env.registry lists {SETTER_OPTIONS[name]}"
+                f"state setter '{name}' takes options {options}; speedflip.registry lists {SETTER_OPTIONS[name]}"
             )
 
 
