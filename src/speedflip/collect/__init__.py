@@ -7,14 +7,22 @@
 
 :func:`make_vec_env` picks one from the config (``run.collector``, ``run.num_workers``,
 ``run.num_threads``) and the machine's core count; :func:`choose_collector` says which and why.
+
+Each backend declares what it can drive (:data:`CAPABILITIES`), each config what it needs
+(:func:`required_capabilities`): ``auto`` picks worker processes only when they can drive everything the
+config needs, so a config that runs on 2 cores runs on 64; an explicit ``run.collector: multiprocess``
+that cannot is a :class:`~speedflip.config.ConfigError` naming the setting and both fixes, raised by
+:func:`check_collector` before a run builds or writes anything.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Literal
+
+from speedflip.config import ConfigError
 
 if TYPE_CHECKING:
     from speedflip.collect.base import VecEnv
@@ -38,6 +46,121 @@ class CollectorPlan:
     reason: str
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a collection backend can drive (one flag per feature a config may need)."""
+
+    continuous_actions: bool  # env.action_form=continuous: controls computed from the policy's output
+    multi_discrete_actions: bool  # env.action_form=multi_discrete
+    action_masks: bool  # env.action_masking: masks computed from the arena state before every step
+    rule_bot: bool  # the rule bot in the opponent pool: it reads the arena state
+    recurrent: bool  # algo=ppo_recurrent: one state row per agent, kept by the acting network
+    render: bool  # --render: the arena state streamed to RLViser
+    rlgym: bool  # env.rlgym: the RLGym v2 adapter (its envs step in this process)
+
+    def supports(self, capability: str) -> bool:
+        return bool(getattr(self, capability))
+
+    def names(self) -> list[str]:
+        return [f.name for f in fields(self) if getattr(self, f.name)]
+
+
+# Read off the code: the in-process env exposes the arenas' state (``RocketLeagueVecEnv.state``) and
+# steps controls as well as table indices; worker processes keep the state to themselves and step
+# lookup-table indices only (``worker.py``: ``env.step(buf.actions[...])``, no state in shared memory).
+# The recurrent state lives in the acting network in this process, so both backends carry it.
+CAPABILITIES: dict[Backend, Capabilities] = {
+    "inprocess": Capabilities(
+        continuous_actions=True, multi_discrete_actions=True, action_masks=True, rule_bot=True, recurrent=True,
+        render=True, rlgym=True,
+    ),
+    "multiprocess": Capabilities(
+        continuous_actions=False, multi_discrete_actions=False, action_masks=False, rule_bot=False, recurrent=True,
+        render=False, rlgym=False,
+    ),
+}  # fmt: skip
+
+# why worker processes cannot drive a capability (for the messages)
+_WHY_NOT_MULTIPROCESS = {
+    "continuous_actions": "worker processes step lookup-table indices only",
+    "multi_discrete_actions": "worker processes step lookup-table indices only",
+    "action_masks": "the masks are computed from the arena state, which stays in the worker processes",
+    "rule_bot": "the rule bot reads the arena state, which stays in the worker processes",
+    "render": "RLViser is sent the arena state, which stays in the worker processes",
+    "rlgym": "the RLGym adapter runs its envs in this process",
+    "recurrent": "",
+}
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A capability a config needs, the setting that needs it and the setting that would not."""
+
+    capability: str  # a field of :class:`Capabilities`
+    setting: str  # e.g. "env.action_form=continuous"
+    turn_off: str  # e.g. "env.action_form=table"
+
+
+def _rule_bot_setting(cfg: Config) -> str | None:
+    """The setting that puts the rule bot into pool arenas, or None when it never plays in training.
+
+    Pool arenas are ``round(share * env.num_arenas)`` of the arenas (the matchmaker's rule), with the
+    share of every curriculum stage when the curriculum is on, else ``selfplay.opponent_share``.
+    """
+    if not cfg.selfplay.include_rule:
+        return None
+    arenas = cfg.env.num_arenas
+    if cfg.curriculum.enabled:
+        for i, stage in enumerate(cfg.curriculum.stages):
+            if round(stage.opponent_share * arenas) > 0:
+                return f"selfplay.include_rule=true with curriculum.stages[{i}].opponent_share={stage.opponent_share:g}"
+        return None
+    share = cfg.selfplay.opponent_share
+    if round(share * arenas) > 0:
+        return f"selfplay.include_rule=true with selfplay.opponent_share={share:g}"
+    return None
+
+
+def required_capabilities(cfg: Config, render: bool = False) -> list[Requirement]:
+    """What collecting for ``cfg`` needs beyond stepping lookup-table indices (``render``: ``--render``)."""
+    env = cfg.env
+    needed: list[Requirement] = []
+    if env.action_form == "continuous":
+        needed.append(Requirement("continuous_actions", "env.action_form=continuous", "env.action_form=table"))
+    elif env.action_form == "multi_discrete":
+        needed.append(Requirement("multi_discrete_actions", "env.action_form=multi_discrete", "env.action_form=table"))
+    if env.action_masking:
+        needed.append(Requirement("action_masks", "env.action_masking=true", "env.action_masking=false"))
+    rule = _rule_bot_setting(cfg)
+    if rule is not None:
+        needed.append(Requirement("rule_bot", rule, "selfplay.include_rule=false"))
+    if cfg.algo == "ppo_recurrent":
+        needed.append(Requirement("recurrent", "algo=ppo_recurrent", "algo=ppo"))
+    if render:
+        needed.append(Requirement("render", "--render", "leave out --render"))
+    if env.rlgym is not None:
+        needed.append(Requirement("rlgym", f"env.rlgym={env.rlgym}", "leave env.rlgym unset"))
+    return needed
+
+
+def missing_capabilities(backend: Backend, needed: list[Requirement]) -> list[Requirement]:
+    """The requirements ``backend`` cannot meet."""
+    return [r for r in needed if not CAPABILITIES[backend].supports(r.capability)]
+
+
+def unsupported_message(backend: Backend, missing: list[Requirement]) -> str:
+    """``run.collector=multiprocess cannot drive env.action_form=continuous (why): set run.collector=inprocess
+    or env.action_form=table``, one sentence per missing capability."""
+    parts = []
+    for r in missing:
+        why = _WHY_NOT_MULTIPROCESS.get(r.capability, "") if backend == "multiprocess" else ""
+        because = f" ({why})" if why else ""
+        parts.append(
+            f"run.collector={backend} cannot drive {r.setting}{because}: set run.collector=inprocess or {r.turn_off}"
+        )
+    return "; ".join(parts)
+
+
 def available_cores() -> int:
     """CPU cores this process may run on (the affinity mask where the OS has one)."""
     if sys.platform.startswith("linux"):
@@ -45,28 +168,46 @@ def available_cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def choose_collector(cfg: Config, cores: int | None = None) -> CollectorPlan:
-    """Resolve ``run.collector`` / ``run.num_workers`` / ``run.num_threads`` for ``cores`` cores."""
+def choose_collector(cfg: Config, cores: int | None = None, render: bool = False) -> CollectorPlan:
+    """Resolve ``run.collector`` / ``run.num_workers`` / ``run.num_threads`` for ``cores`` cores.
+
+    ``auto`` picks worker processes from :data:`AUTO_MULTIPROCESS_MIN_CORES` cores on, and only when they
+    can drive everything the config needs (:func:`required_capabilities`); an explicit ``multiprocess``
+    that cannot raises :class:`~speedflip.config.ConfigError` naming the setting and both fixes.
+    """
     cores = cores or available_cores()
     run = cfg.run
+    missing = missing_capabilities("multiprocess", required_capabilities(cfg, render))
     if run.collector == "auto":
-        if cores >= AUTO_MULTIPROCESS_MIN_CORES:
-            backend: Backend = "multiprocess"
-            reason = f"auto: {cores} cores >= {AUTO_MULTIPROCESS_MIN_CORES}: worker processes scale with cores"
-        else:
-            backend = "inprocess"
+        if cores < AUTO_MULTIPROCESS_MIN_CORES:
+            backend: Backend = "inprocess"
             reason = (
                 f"auto: {cores} cores < {AUTO_MULTIPROCESS_MIN_CORES}: in-process threads collect as fast as "
                 "worker processes or faster on few cores (docs/performance.md)"
             )
+        elif missing:
+            backend = "inprocess"
+            needs = "; ".join(f"{r.setting} ({_WHY_NOT_MULTIPROCESS[r.capability]})" for r in missing)
+            reason = f"auto: {cores} cores, but worker processes cannot drive {needs}: in-process threads"
+        else:
+            backend = "multiprocess"
+            reason = f"auto: {cores} cores >= {AUTO_MULTIPROCESS_MIN_CORES}: worker processes scale with cores"
     else:
         backend = run.collector
+        if missing and backend == "multiprocess":
+            raise ConfigError(unsupported_message("multiprocess", missing))
         reason = "set by run.collector"
     if backend == "inprocess":
         return CollectorPlan("inprocess", 0, run.num_threads or cores, reason)
     workers = min(run.num_workers or cores, cfg.env.num_arenas)
     threads = max(1, run.num_threads // workers) if run.num_threads else 1
     return CollectorPlan("multiprocess", workers, threads, reason)
+
+
+def check_collector(cfg: Config, render: bool = False, cores: int | None = None) -> CollectorPlan:
+    """Refuse a config its collector cannot drive (:class:`~speedflip.config.ConfigError`), before a run
+    builds or writes anything; returns the plan :func:`make_vec_env` will follow on this machine."""
+    return choose_collector(cfg, cores, render)
 
 
 def make_vec_env(cfg: Config, seed: int | None = None) -> VecEnv:
@@ -97,4 +238,16 @@ def make_vec_env(cfg: Config, seed: int | None = None) -> VecEnv:
     return RocketLeagueVecEnv(cfg.env, seed=seed, num_threads=plan.physics_threads)
 
 
-__all__ = ["CollectorPlan", "available_cores", "choose_collector", "make_vec_env"]
+__all__ = [
+    "CAPABILITIES",
+    "Capabilities",
+    "CollectorPlan",
+    "Requirement",
+    "available_cores",
+    "check_collector",
+    "choose_collector",
+    "make_vec_env",
+    "missing_capabilities",
+    "required_capabilities",
+    "unsupported_message",
+]

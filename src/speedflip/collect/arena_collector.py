@@ -21,9 +21,9 @@ import torch
 from speedflip._types import Array
 from speedflip.algos.normalize import RunningMeanStd
 from speedflip.algos.ppo_learner import load_weights
-from speedflip.collect import make_vec_env
+from speedflip.collect import make_vec_env, missing_capabilities, required_capabilities, unsupported_message
 from speedflip.collect.base import VecEnv
-from speedflip.collect.multiprocess import CollectorError
+from speedflip.collect.multiprocess import CollectorError, MultiProcessVecEnv
 from speedflip.config import Config, ConfigError
 from speedflip.env.action_forms import action_mask, controls_from_continuous, controls_from_multi_discrete
 from speedflip.env.actions import NUM_CONTROLS
@@ -107,16 +107,21 @@ class ArenaCollector:
         self.car_teams = np.array([0] * env_cfg.blue_size + [1] * env_cfg.orange_size, np.int64)
         self.state_available = isinstance(self.env, RocketLeagueVecEnv)
         self.masking = env_cfg.action_masking and env_cfg.action_form == "table"
-        if self.masking and not self.state_available:
-            self.env.close()
-            raise ConfigError(
-                "env.action_masking needs the arena state in this process: set run.collector=inprocess "
-                "(or turn masking off)"
-            )
+        if isinstance(self.env, MultiProcessVecEnv):
+            # make_vec_env builds worker processes only for configs they can drive (choose_collector checks
+            # the capabilities first); this guards against a backend built some other way
+            missing = missing_capabilities("multiprocess", required_capabilities(self.env_cfg))
+            if missing:
+                self.env.close()
+                raise ConfigError(unsupported_message("multiprocess", missing))
         selfplay = cfg.selfplay
         if selfplay.include_rule and not self.state_available:
+            # only the RLGym adapter gets here (it refuses masks and non-table forms itself)
             selfplay = selfplay.model_copy(update={"include_rule": False})
-            self.notes.append("the rule bot needs the in-process collector; it is left out of the pool")
+            self.notes.append(
+                "the rule bot reads the RocketSim arena state, which the RLGym adapter (env.rlgym) does not "
+                "expose; it is left out of the pool"
+            )
         self.matchmaker = Matchmaker(
             selfplay, stage_opponent_share(cfg, stage), self.env.num_arenas, self.car_teams,
             self.env.actions.table, self.env.obs_dim, run_dir, cfg.run.seed + 17 * stage,
@@ -282,8 +287,9 @@ class ArenaCollector:
             controls = controls_from_continuous(chosen)
         else:
             controls = controls_from_multi_discrete(chosen, self.env_cfg.env.action_bins)
-        if not isinstance(self.env, RocketLeagueVecEnv):
-            raise ConfigError(f"env.action_form={form} needs the in-process collector: set run.collector=inprocess")
+        # only the in-process env steps controls: worker processes are refused for these forms when the
+        # collector is built, the RLGym adapter refuses them itself
+        assert isinstance(self.env, RocketLeagueVecEnv), f"env.action_form={form} needs the in-process collector"
         return self.env.step(np.zeros(self.env.num_agents, np.int64), controls)
 
     def _stats(

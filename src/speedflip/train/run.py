@@ -47,6 +47,9 @@ def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None
     are not slowed: states are copied only while a segment is filling, a thread plays them).
     """
     console = console or Console()
+    from speedflip.collect import check_collector  # refuses what the collector cannot drive, before any run dir
+
+    check_collector(cfg, render=render)
 
     def make_session(resolved: Path) -> RocketLeagueSession:
         return RocketLeagueSession(cfg, resolved, console, render)
