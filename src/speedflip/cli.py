@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -117,6 +118,123 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _cmd_train(args: argparse.Namespace, console: Console) -> int:
+    from speedflip.gym.cli import resolve_train_config
+
+    if args.config is not None and Path(args.config).is_dir():
+        raise ConfigError(f"config file '{args.config}' is a directory; pass a YAML file to --config")
+    cfg, default_dir, notes = resolve_train_config(args.preset, args.config, args.set, args.env, args.algo)
+    for note in notes:
+        console.print(f"note: {note}", soft_wrap=True)
+    run_dir = Path(args.resume or args.run_dir or default_dir)
+    if cfg.gym.env_id is not None:
+        from speedflip.gym.run import train_gym
+
+        return train_gym(cfg, run_dir, new=args.new, console=console)
+    from speedflip.train.run import train
+
+    return train(cfg, run_dir, new=args.new, console=console, render=args.render)
+
+
+def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
+    from speedflip.gym.cli import gym_checkpoint
+    from speedflip.selfplay.evaluate import run_eval
+
+    gym_run = gym_checkpoint(args.a)
+    if gym_run is not None:
+        if args.b is not None:
+            raise ConfigError(f"'{args.a}' is a Gymnasium run: evaluate it alone (speedflip eval {args.a})")
+        if args.episodes < 1:
+            raise ConfigError(f"--episodes must be at least 1, got {args.episodes}")
+        from speedflip.gym.evaluate import run_gym_eval
+
+        return run_gym_eval(args.a, args.episodes, args.stochastic, args.seed, args.json, console)
+    if args.b is None:
+        console.print(f"one player given: {args.a} plays the rule bot (name a second player to choose)")
+        args.b = "rule"
+    if args.games < 2:
+        raise ConfigError("--games must be at least 2: sides are swapped between the two halves of a match")
+    if not args.game_seconds > 0:
+        raise ConfigError(f"--game-seconds must be positive, got {args.game_seconds}")
+    return run_eval(
+        args.a, args.b, args.games, args.team_size, args.game_seconds, args.seed,
+        args.deterministic, args.league, args.json, console,
+    )  # fmt: skip
+
+
+def _cmd_bench(args: argparse.Namespace, console: Console) -> int:
+    from speedflip.bench import BenchOptions, print_report, run_bench, write_json
+
+    if args.seconds <= 0:
+        raise ConfigError("--seconds must be positive")
+    if args.arenas is not None and args.arenas < 1:
+        raise ConfigError("--arenas must be at least 1")
+    opts = BenchOptions(
+        seconds=args.seconds,
+        arenas=args.arenas,
+        preset=args.preset,
+        overrides=args.set,
+        rlgym=not args.no_rlgym,
+        peer=args.peer,
+        peer_venv=args.peer_venv,
+        peer_seconds=args.peer_seconds,
+        peer_procs=args.peer_procs,
+    )
+    results = run_bench(opts, console)
+    print_report(results, console)
+    if args.json:
+        console.print(f"results written to {write_json(results, args.json)}")
+    return 0
+
+
+def _cmd_league(args: argparse.Namespace, console: Console) -> int:
+    from speedflip.selfplay.evaluate import run_league
+
+    return run_league(args.run, args.plot, console)
+
+
+def _cmd_watch(args: argparse.Namespace, console: Console) -> int:
+    from speedflip.watch.run import run_watch
+
+    if args.a is None and not args.from_replay:
+        raise ReplayError("watch needs a player (a run dir, checkpoint, rule, random or idle) or --from REPLAY")
+    return run_watch(
+        args.a or "", args.vs, args.team_size, args.seconds, args.out, args.seed, args.deterministic,
+        args.from_replay, console, render=args.render,
+    )  # fmt: skip
+
+
+def _cmd_doctor(args: argparse.Namespace, console: Console) -> int:
+    from speedflip.doctor import run_doctor
+
+    if not args.seconds > 0:
+        raise ConfigError(f"--seconds must be positive, got {args.seconds}")
+    return run_doctor(console, seconds=args.seconds, json_path=args.json)
+
+
+def _cmd_export(args: argparse.Namespace, console: Console) -> int:
+    from speedflip.export.exporter import run_export
+
+    return run_export(args.run, args.rlbot, args.onnx, args.torchscript, args.force, args.name, console)
+
+
+def _cmd_components(args: argparse.Namespace, console: Console) -> int:
+    from speedflip.components import list_components, print_components
+
+    data = list_components()
+    if args.json:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        print_components(data, console)
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
+    "train": _cmd_train, "eval": _cmd_eval, "bench": _cmd_bench, "league": _cmd_league, "watch": _cmd_watch,
+    "doctor": _cmd_doctor, "export": _cmd_export, "components": _cmd_components,
+}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
@@ -125,109 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console()
     try:
-        if args.command == "train":
-            from speedflip.gym.cli import resolve_train_config
-
-            if args.config is not None and Path(args.config).is_dir():
-                raise ConfigError(f"config file '{args.config}' is a directory; pass a YAML file to --config")
-            cfg, default_dir, notes = resolve_train_config(args.preset, args.config, args.set, args.env, args.algo)
-            for note in notes:
-                console.print(f"note: {note}", soft_wrap=True)
-            run_dir = Path(args.resume or args.run_dir or default_dir)
-            if cfg.gym.env_id is not None:
-                from speedflip.gym.run import train_gym
-
-                return train_gym(cfg, run_dir, new=args.new, console=console)
-            from speedflip.train.run import train
-
-            return train(cfg, run_dir, new=args.new, console=console, render=args.render)
-        if args.command == "eval":
-            from speedflip.gym.cli import gym_checkpoint
-            from speedflip.selfplay.evaluate import run_eval
-
-            gym_run = gym_checkpoint(args.a)
-            if gym_run is not None:
-                if args.b is not None:
-                    raise ConfigError(f"'{args.a}' is a Gymnasium run: evaluate it alone (speedflip eval {args.a})")
-                if args.episodes < 1:
-                    raise ConfigError(f"--episodes must be at least 1, got {args.episodes}")
-                from speedflip.gym.evaluate import run_gym_eval
-
-                return run_gym_eval(args.a, args.episodes, args.stochastic, args.seed, args.json, console)
-            if args.b is None:
-                console.print(f"one player given: {args.a} plays the rule bot (name a second player to choose)")
-                args.b = "rule"
-            if args.games < 2:
-                raise ConfigError("--games must be at least 2: sides are swapped between the two halves of a match")
-            if not args.game_seconds > 0:
-                raise ConfigError(f"--game-seconds must be positive, got {args.game_seconds}")
-
-            return run_eval(
-                args.a, args.b, args.games, args.team_size, args.game_seconds, args.seed,
-                args.deterministic, args.league, args.json, console,
-            )  # fmt: skip
-        if args.command == "bench":
-            from speedflip.bench import BenchOptions, print_report, run_bench, write_json
-
-            if args.seconds <= 0:
-                raise ConfigError("--seconds must be positive")
-            if args.arenas is not None and args.arenas < 1:
-                raise ConfigError("--arenas must be at least 1")
-            opts = BenchOptions(
-                seconds=args.seconds,
-                arenas=args.arenas,
-                preset=args.preset,
-                overrides=args.set,
-                rlgym=not args.no_rlgym,
-                peer=args.peer,
-                peer_venv=args.peer_venv,
-                peer_seconds=args.peer_seconds,
-                peer_procs=args.peer_procs,
-            )
-            results = run_bench(opts, console)
-            print_report(results, console)
-            if args.json:
-                console.print(f"results written to {write_json(results, args.json)}")
-            return 0
-        if args.command == "league":
-            from speedflip.selfplay.evaluate import run_league
-
-            return run_league(args.run, args.plot, console)
-        if args.command == "watch":
-            from speedflip.watch.run import run_watch
-
-            if args.a is None and not args.from_replay:
-                raise ReplayError("watch needs a player (a run dir, checkpoint, rule, random or idle) or --from REPLAY")
-            return run_watch(
-                args.a or "", args.vs, args.team_size, args.seconds, args.out, args.seed, args.deterministic,
-                args.from_replay, console, render=args.render,
-            )  # fmt: skip
-        if args.command == "doctor":
-            from speedflip.doctor import run_doctor
-
-            if not args.seconds > 0:
-                raise ConfigError(f"--seconds must be positive, got {args.seconds}")
-            return run_doctor(console, seconds=args.seconds, json_path=args.json)
-        if args.command == "export":
-            from speedflip.export.exporter import run_export
-
-            return run_export(args.run, args.rlbot, args.onnx, args.torchscript, args.force, args.name, console)
-        if args.command == "components":
-            from speedflip.components import list_components, print_components
-
-            data = list_components()
-            if args.json:
-                sys.stdout.write(json.dumps(data, indent=2) + "\n")
-            else:
-                print_components(data, console)
-            return 0
+        return COMMANDS[args.command](args, console)
     except USER_ERRORS as err:
         Console(stderr=True).print(Text.assemble(("error: ", "bold red"), str(err)))
         return 2
     except KeyboardInterrupt:  # before training installed its own handler (or after it finished)
         Console(stderr=True).print("interrupted; nothing was left half-written (checkpoints are saved atomically)")
         return 130
-    return 0
 
 
 if __name__ == "__main__":
