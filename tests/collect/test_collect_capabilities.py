@@ -26,7 +26,7 @@ from speedflip.collect import (
 from speedflip.config import Config, ConfigError, build_config
 
 
-def config(algo: str = "ppo", **sections: dict[str, Any]) -> Config:
+def config(algo: str = "ppo", /, **sections: dict[str, Any]) -> Config:
     data: dict[str, Any] = {"algo": algo, "env": {"num_arenas": 64}, "ppo": {"minibatch_size": 64}, "run": {}}
     for name, values in sections.items():
         data[name] = {**data.get(name, {}), **values}
