@@ -37,8 +37,8 @@ import torch
 
 from speedflip._types import Array
 from speedflip.config import apply_overrides, build_config, load_preset
-from speedflip.gym.agents import make_learner
 from speedflip.gym.evaluate import run_episodes
+from speedflip.gym.run import GymSession
 
 EVAL_SEED = 12_345
 
@@ -112,7 +112,7 @@ def run_speedflip(algo: str, seed: int, budget: int, ev: Evaluator) -> None:
     preset = TASK.presets[algo]
     overrides = [f"run.seed={seed}", f"run.total_steps={budget}", "run.torch_threads=1", "run.device=cpu"]
     cfg = build_config(apply_overrides(load_preset(preset), overrides))
-    learner = make_learner(cfg)
+    learner = GymSession(cfg)  # the learner + collector of `speedflip train`, without a run dir
     try:
         while learner.global_step < budget:
             learner.iterate()

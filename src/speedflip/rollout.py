@@ -55,6 +55,10 @@ class Rollout:
       (a time limit), so GAE bootstraps there; ``last_values``: V(observation after step T-1).
     - Recurrent policies: ``starts[t, n]`` marks an episode's first step (the state was zeroed there);
       ``states[k]`` is the state ``[layers, N, S]`` before step ``k * sequence_length``.
+    - Off-policy learners (DQN): ``next_obs[t, n]`` is the raw observation after step ``t``; where the
+      episode of row ``n`` ended at step ``t`` it is that episode's *final* observation (not the first
+      one of the next episode), so a replay buffer can bootstrap a truncated episode from it. An
+      epsilon-greedy rollout has no log-probabilities or values: those fields hold zeros.
     """
 
     obs: Array  # [T, N, D] float32
@@ -71,6 +75,7 @@ class Rollout:
     masks: Array | None = None  # [T, N, A] bool action masks
     starts: Array | None = None  # [T, N] bool (recurrent)
     states: torch.Tensor | None = None  # [T // L, layers, N, S] (recurrent)
+    next_obs: Array | None = None  # [T, N, D] float32, raw (off-policy learners)
 
     @property
     def num_steps(self) -> int:

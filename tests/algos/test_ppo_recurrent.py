@@ -11,10 +11,11 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from speedflip.algos.ppo_learner import PPOLearner
 from speedflip.algos.ppo_recurrent import SequenceRollout
 from speedflip.config import Config, apply_overrides, build_config, load_preset
-from speedflip.gym.agents import PPOLearner, RecurrentPPOLearner, make_learner
 from speedflip.gym.evaluate import run_episodes
+from speedflip.gym.run import GymSession
 from speedflip.models.recurrent import RecurrentActorCritic
 
 
@@ -99,9 +100,12 @@ def test_state_is_zeroed_exactly_at_episode_starts(cell: str) -> None:
 
 def test_collection_and_training_see_the_same_policy() -> None:
     """Replaying the stored sequences from their stored states reproduces the collected log-probs and values."""
-    learner = RecurrentPPOLearner(_config("ppo_recurrent", "recurrent.cell=gru"))
+    session = GymSession(_config("ppo_recurrent", "recurrent.cell=gru"))
     try:
-        rollout, _ = learner.collect()
+        learner = session.learner
+        assert isinstance(learner, PPOLearner) and learner.recurrent
+        rollout = learner.prepare(session.collector.collect(learner.policy_weights()))
+        assert isinstance(rollout, SequenceRollout)
         assert rollout.starts[0].all()  # every env starts an episode at the first step
         # CueMemory episodes last 3 steps: a start every 3 steps in every env
         assert rollout.starts[:, 0].tolist() == [t % 3 == 0 for t in range(16)]
@@ -111,12 +115,12 @@ def test_collection_and_training_see_the_same_policy() -> None:
         torch.testing.assert_close(log_probs, seqs.log_probs, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(values, seqs.values, atol=1e-5, rtol=1e-5)
     finally:
-        learner.close()
+        session.close()
 
 
 # ---------------------------------------------------------------------- memory
 def _train_and_score(cfg: Config) -> float:
-    learner = make_learner(cfg)
+    learner = GymSession(cfg)
     try:
         while learner.global_step < cfg.run.total_steps:
             learner.iterate()
@@ -132,7 +136,7 @@ def test_recurrent_policy_solves_the_cue_memory_task(cell: str) -> None:
 
 
 def test_feed_forward_policy_cannot_solve_it() -> None:
-    probe = make_learner(_config("ppo", "run.total_steps=128"))
-    assert isinstance(probe, PPOLearner)
+    probe = GymSession(_config("ppo", "run.total_steps=128"))
+    assert isinstance(probe.learner, PPOLearner) and not probe.learner.recurrent
     probe.close()
     assert _train_and_score(_config("ppo", "run.total_steps=5120")) <= 0.5

@@ -1,4 +1,4 @@
-"""run.amp and run.compile in the Gymnasium learners; NaN/Inf optimizer steps are skipped."""
+"""run.amp and run.compile in the learners of Gymnasium sessions; NaN/Inf optimizer steps are skipped."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import pytest
 import torch
 from gym_helpers import CounterEnv, gym_config
 
-from speedflip.gym.agents import DQNLearner, GymLearner, PPOLearner, make_learner
+from speedflip.algos.dqn_learner import DQNLearner
+from speedflip.algos.ppo_learner import PPOLearner
+from speedflip.gym.run import GymSession
+from speedflip.models.mlp import ActorCritic
 
 TINY = {
     "ppo": ("cartpole-ppo", ["run.total_steps=512"]),
@@ -18,16 +21,16 @@ TINY = {
 }  # fmt: skip
 
 
-def _learner(algo: str, *overrides: str) -> GymLearner:
+def _learner(algo: str, *overrides: str) -> GymSession:
     preset, tiny = TINY[algo]
-    return make_learner(gym_config(preset, *tiny, *overrides))
+    return GymSession(gym_config(preset, *tiny, *overrides))
 
 
-def _weights(learner: GymLearner) -> list[torch.Tensor]:
-    return [p.detach().clone() for p in learner.model.parameters()]
+def _weights(learner: GymSession) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in learner.learner.model.parameters()]
 
 
-def _train_and_check(learner: GymLearner) -> dict[str, object]:
+def _train_and_check(learner: GymSession) -> dict[str, object]:
     """Train to the budget; the weights must move, stay finite, and no step may have been skipped."""
     before = _weights(learner)
     record: dict[str, object] = {}
@@ -45,7 +48,7 @@ def _train_and_check(learner: GymLearner) -> dict[str, object]:
 def test_amp_on_cpu_says_float32_and_trains(algo: str) -> None:
     learner = _learner(algo, "run.amp=true")
     try:
-        assert not learner.grad_step.amp and learner.grad_step.scaler is None
+        assert not learner.learner.gradient_step.amp and learner.learner.gradient_step.scaler is None
         assert any("float32" in note and "run.amp" in note for note in learner.accel_notes), learner.accel_notes
         _train_and_check(learner)
     finally:
@@ -56,7 +59,8 @@ def test_no_flags_no_notes() -> None:
     learner = _learner("ppo")
     try:
         assert learner.accel_notes == []
-        assert learner.model.compiled == {}
+        assert isinstance(learner.learner, PPOLearner)
+        assert learner.learner.model.compiled == {}
     finally:
         learner.close()
 
@@ -72,11 +76,14 @@ def test_compile_falls_back_to_eager_with_a_note_and_trains(algo: str, monkeypat
     try:
         assert len(learner.accel_notes) == 1
         assert "torch.compile failed (RuntimeError: no compiler here); running eagerly" in learner.accel_notes[0]
-        if isinstance(learner, PPOLearner):  # the eager networks themselves stand in
-            assert learner.model.compiled == {"policy": learner.model.policy, "critic": learner.model.critic}
+        inner = learner.learner
+        if isinstance(inner, PPOLearner):  # the eager networks themselves stand in
+            model = inner.model
+            assert isinstance(model, ActorCritic)
+            assert model.compiled == {"policy": model.policy, "critic": model.critic}
         else:
-            assert isinstance(learner, DQNLearner)
-            assert learner.q_net is learner.model and learner.target_net is learner.target
+            assert isinstance(inner, DQNLearner)
+            assert inner.q_net is inner.model and inner.target_net is inner.target
         _train_and_check(learner)
     finally:
         learner.close()
@@ -101,15 +108,18 @@ def test_compile_compiles_or_falls_back_and_trains(algo: str) -> None:
         assert len(notes) == 1
         compiled = notes[0] == "torch.compile: networks compiled"
         assert compiled or "running eagerly" in notes[0]
-        if isinstance(learner, PPOLearner):
-            assert (learner.model.compiled["policy"] is not learner.model.policy) == compiled
+        inner = learner.learner
+        if isinstance(inner, PPOLearner):
+            model = inner.model
+            assert isinstance(model, ActorCritic)
+            assert (model.compiled["policy"] is not model.policy) == compiled
         else:
-            assert isinstance(learner, DQNLearner)
-            assert (learner.q_net is not learner.model) == compiled
+            assert isinstance(inner, DQNLearner)
+            assert (inner.q_net is not inner.model) == compiled
         _train_and_check(learner)
         # the checkpoint holds the plain module's weights, whatever was compiled
         ckpt = learner.to_checkpoint()
-        assert set(ckpt.model) == set(learner.model.state_dict())
+        assert set(ckpt.model) == set(learner.learner.model.state_dict())
     finally:
         learner.close()
 
@@ -121,18 +131,19 @@ def test_nan_loss_dqn_steps_are_skipped_and_weights_unchanged() -> None:
         gym.register(id="SfNanReward-v0", entry_point=CounterEnv, kwargs={"limit": 5, "reward": float("nan")})
     learner = _learner("dqn", "gym.env_id=SfNanReward-v0")
     try:
-        assert isinstance(learner, DQNLearner)
+        dqn = learner.learner
+        assert isinstance(dqn, DQNLearner)
         before = _weights(learner)
         record: dict[str, object] = {}
         skipped = 0
         while learner.global_step < learner.cfg.run.total_steps:
             record = learner.iterate()
             skipped += int(record["losses/nonfinite_steps"])  # type: ignore[call-overload]
-        assert learner.gradient_steps_done > 0
-        assert skipped == learner.gradient_steps_done == learner.nonfinite_steps
+        assert dqn.gradient_steps_done > 0
+        assert skipped == dqn.gradient_steps_done == dqn.nonfinite_steps
         assert record["losses/td_loss"] is None  # no applied step to average
         for a, b in zip(before, _weights(learner), strict=True):
             assert torch.equal(a, b)
-        assert not np.isnan(learner.epsilon)
+        assert not np.isnan(dqn.epsilon)
     finally:
         learner.close()

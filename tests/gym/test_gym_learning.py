@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from gym_helpers import gym_config
 
+from speedflip.algos.dqn_learner import DQNLearner
 from speedflip.cli import main
-from speedflip.gym.agents import DQNLearner
 from speedflip.gym.evaluate import run_episodes
+from speedflip.gym.run import GymSession
 
 RANDOM_RETURN = 22.0  # a uniformly random CartPole policy
 
@@ -33,7 +34,7 @@ def test_ppo_solves_cartpole(tmp_path: Path) -> None:
 
 def test_dqn_clearly_improves_on_cartpole() -> None:
     cfg = gym_config("cartpole-dqn", "run.total_steps=10000", "run.seed=0")
-    learner = DQNLearner(cfg)
+    learner = GymSession(cfg)
     try:
         before = run_episodes("CartPole-v1", {}, learner.policy(), 10, 5, seed=7, deterministic=True)
         while learner.global_step < cfg.run.total_steps:
@@ -41,5 +42,5 @@ def test_dqn_clearly_improves_on_cartpole() -> None:
         after = run_episodes("CartPole-v1", {}, learner.policy(), 10, 5, seed=7, deterministic=True)
     finally:
         learner.close()
-    assert learner.gradient_steps_done > 1000
+    assert isinstance(learner.learner, DQNLearner) and learner.learner.gradient_steps_done > 1000
     assert np.mean(after.returns) >= 3 * RANDOM_RETURN > np.mean(before.returns)

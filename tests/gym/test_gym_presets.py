@@ -1,4 +1,4 @@
-"""Every shipped Gymnasium preset builds its learner and trains one small iteration."""
+"""Every shipped Gymnasium preset builds its session (learner + collector) and trains one small iteration."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 from gym_helpers import gym_config
 
-from speedflip.gym.agents import make_learner
+from speedflip.gym.run import GymSession
 
 GYM_PRESETS = {
     "cartpole-ppo": "CartPole-v1",
@@ -28,7 +28,7 @@ def test_gym_preset_trains_one_iteration(preset: str) -> None:
     ]  # fmt: skip
     cfg = gym_config(preset, *small)
     assert cfg.gym.env_id == GYM_PRESETS[preset]
-    learner = make_learner(cfg)
+    learner = GymSession(cfg)
     try:
         record = learner.iterate()
         assert record["global_step"] > 0

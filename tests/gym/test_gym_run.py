@@ -10,10 +10,14 @@ import pytest
 import torch
 from gym_helpers import gym_config
 
+from speedflip.algos.dqn_learner import DQNLearner
+from speedflip.algos.ppo_learner import PPOLearner
 from speedflip.checkpoint import list_checkpoints, save_checkpoint, verify_checkpoint
 from speedflip.cli import main
-from speedflip.gym.agents import DQNLearner
+from speedflip.config import Config, load_preset
 from speedflip.gym.cli import resolve_train_config
+from speedflip.gym.run import GymSession, train_gym
+from speedflip.train.rundir import RunDirError, lock_run_dir
 
 FAST = ["--set", "run.device=cpu", "--set", "run.torch_threads=1", "--set", "gym.eval_episodes=4"]
 
@@ -103,41 +107,113 @@ def test_env_flag_without_preset_uses_classic_defaults_and_the_new_env_task() ->
     assert cfg.gym.success == "truncated" and cfg.gym.num_envs == 16 and run_dir == "runs/cartpole-ppo"
 
 
+def _dqn(session: GymSession) -> DQNLearner:
+    assert isinstance(session.learner, DQNLearner)
+    return session.learner
+
+
 def test_dqn_checkpoint_restores_replay_epsilon_and_target(tmp_path: Path) -> None:
     cfg = gym_config("cartpole-dqn", "run.total_steps=4000", "dqn.learning_starts=200", "dqn.train_frequency=64",
                      "dqn.gradient_steps=4", "dqn.target_update_interval=100", "dqn.tau=0.5",
-                     "dqn.exploration_fraction=0.3", "dqn.end_epsilon=0.05")  # fmt: skip
-    a = DQNLearner(cfg)
-    while a.global_step < 600:
-        a.step()
+                     "dqn.exploration_fraction=0.3", "dqn.end_epsilon=0.05", "gym.log_interval_steps=600")  # fmt: skip
+    a = GymSession(cfg)
+    a.iterate()
+    assert a.global_step == 600
     path = save_checkpoint(tmp_path, a.global_step, a.to_checkpoint(), keep=2)
     meta = verify_checkpoint(path)
-    assert meta["replay_pos"] == 600 and meta["replay_size"] == 600 and meta["epsilon"] == pytest.approx(a.epsilon)
-    b = DQNLearner(cfg)
+    qa = _dqn(a)
+    assert meta["replay_pos"] == 600 and meta["replay_size"] == 600 and meta["epsilon"] == pytest.approx(qa.epsilon)
+    b = GymSession(cfg)
     b.load(path)
-    assert (b.global_step, b.replay.pos, len(b.replay), b.since_train, b.since_target) == (
-        600, 600, 600, a.since_train, a.since_target,
+    qb = _dqn(b)
+    assert (b.global_step, qb.global_step, qb.replay.pos, len(qb.replay), qb.since_train, qb.since_target) == (
+        600, 600, 600, 600, qa.since_train, qa.since_target,
     )  # fmt: skip
-    assert b.epsilon == pytest.approx(1.0 - 0.95 * 600 / 1200)  # 30% of 4000 steps
-    np.testing.assert_array_equal(b.replay.obs[:600], a.replay.obs[:600])
-    np.testing.assert_array_equal(b.replay.next_obs[:600], a.replay.next_obs[:600])
-    for key, value in a.target.state_dict().items():
-        assert torch.equal(b.target.state_dict()[key], value)
-    assert b.gradient_steps_done == a.gradient_steps_done > 0
+    assert qb.epsilon == pytest.approx(1.0 - 0.95 * 600 / 1200)  # 30% of 4000 steps
+    np.testing.assert_array_equal(qb.replay.obs[:600], qa.replay.obs[:600])
+    np.testing.assert_array_equal(qb.replay.next_obs[:600], qa.replay.next_obs[:600])
+    for key, value in qa.target.state_dict().items():
+        assert torch.equal(qb.target.state_dict()[key], value)
+    assert qb.gradient_steps_done == qa.gradient_steps_done > 0
+    assert qb.rng.bit_generator.state == qa.rng.bit_generator.state
+    assert b.collector.rng.bit_generator.state == a.collector.rng.bit_generator.state
     a.close()
     b.close()
 
-    no_replay = gym_config("cartpole-dqn", "dqn.save_replay=false", "dqn.learning_starts=200")
-    c = DQNLearner(no_replay)
-    for _ in range(10):
-        c.step()
+    no_replay = gym_config("cartpole-dqn", "dqn.save_replay=false", "dqn.learning_starts=200",
+                           "gym.log_interval_steps=40")  # fmt: skip
+    c = GymSession(no_replay)
+    c.iterate()
     path = save_checkpoint(tmp_path / "nr", c.global_step, c.to_checkpoint(), keep=2)
     assert verify_checkpoint(path)["replay_saved"] is False
-    d = DQNLearner(no_replay)
+    d = GymSession(no_replay)
     d.load(path)
-    assert len(d.replay) == 0 and d.replay.pos == 0 and d.global_step == 40
+    assert len(_dqn(d).replay) == 0 and _dqn(d).replay.pos == 0 and d.global_step == 40
     c.close()
     d.close()
+
+
+@pytest.mark.parametrize(
+    ("preset", "extra"),
+    [("cartpole-ppo", ["ppo.normalize_obs=true", "ppo.normalize_rewards=true"]),
+     ("cartpole-ppo", ["algo=ppo_recurrent", "recurrent.hidden_size=16"]),
+     ("cartpole-dqn", ["dqn.learning_starts=100", "dqn.train_frequency=32", "gym.log_interval_steps=200"])],
+)  # fmt: skip
+def test_resume_is_bit_for_bit(tmp_path: Path, preset: str, extra: list[str]) -> None:
+    """Two sessions resumed from one checkpoint train to the same weights, optimizer state and records."""
+    cfg = gym_config(preset, "run.total_steps=2000", *extra)
+    a = GymSession(cfg)
+    for _ in range(2):
+        a.iterate()
+    path = save_checkpoint(tmp_path, a.global_step, a.to_checkpoint(), keep=2)
+    a.close()
+    runs = []
+    for _ in range(2):
+        b = GymSession(cfg)
+        b.load(path)
+        records = [b.iterate() for _ in range(2)]
+        runs.append((b.learner.state_dict(), [(r["global_step"], r["charts/episode_reward_mean"]) for r in records]))
+        b.close()
+    (first, records_1), (second, records_2) = runs
+    assert records_1 == records_2
+    for key, value in first.model.items():
+        assert torch.equal(second.model[key], value), key
+    for key, value in first.tensors.items():
+        if not key.startswith("rng."):
+            assert torch.equal(second.tensors[key], value), key
+
+
+def test_gym_and_rocket_league_runs_go_through_the_one_run_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import speedflip.train.loop as loop
+    import speedflip.train.run as rl_run
+
+    assert rl_run.run_loop is loop.run  # the Rocket League entry point's binding of the one loop
+    calls: list[tuple[str, dict[str, object]]] = []
+
+    def fake_run(cfg: Config, run_dir: Path, compat: dict[str, object], make_session: object, *rest: object) -> int:
+        calls.append((str(cfg.gym.env_id), compat))
+        return 0
+
+    monkeypatch.setattr(loop, "run", fake_run)
+    monkeypatch.setattr(rl_run, "run_loop", fake_run)
+    assert train_gym(gym_config("cartpole-ppo"), tmp_path / "g") == 0
+    from speedflip.config import build_config
+
+    assert rl_run.train(build_config(load_preset("quick")), tmp_path / "r") == 0
+    assert [env for env, _ in calls] == ["CartPole-v1", "None"]
+    assert calls[0][1]["env_id"] == "CartPole-v1" and calls[0][1]["algo"] == "ppo"
+    assert not (tmp_path / "g").exists() and not (tmp_path / "r").exists()  # the loop makes the run dir
+
+
+def test_a_locked_gym_run_dir_is_refused(tmp_path: Path) -> None:
+    run = tmp_path / "held"
+    cfg = gym_config("cartpole-ppo", "run.total_steps=256", "gym.eval_interval_steps=0")
+    with lock_run_dir(run), pytest.raises(RunDirError, match="in use by another speedflip process"):
+        train_gym(cfg, run)
+    assert not (run / "checkpoints").exists()  # refused before anything was written
+    assert train_gym(cfg, run) == 0  # free again once the holder left
 
 
 def test_lunarlander_preset_runs_when_box2d_is_installed(tmp_path: Path) -> None:
@@ -171,23 +247,23 @@ def test_one_argument_eval_of_a_rocket_league_player_plays_the_rule_bot(
 
 
 def test_recurrent_checkpoint_restores_weights_and_restarts_memory(tmp_path: Path) -> None:
-    from speedflip.gym.agents import RecurrentPPOLearner
-
     cfg = gym_config("cartpole-ppo", "algo=ppo_recurrent", "ppo.normalize_obs=true", "recurrent.cell=gru")
-    a = RecurrentPPOLearner(cfg)
+    a = GymSession(cfg)
     a.iterate()
-    assert a.state.abs().sum() > 0  # memory carried between rollouts
+    assert a.collector.state is not None and a.collector.state.abs().sum() > 0  # memory carried between rollouts
     path = save_checkpoint(tmp_path, a.global_step, a.to_checkpoint(), keep=2)
     assert verify_checkpoint(path)["compat"]["network"] == {
         "cell": "gru", "hidden_size": 64, "num_layers": 1, "encoder_layers": [64], "head_layers": [64],
         "activation": "tanh",
     }  # fmt: skip
-    b = RecurrentPPOLearner(cfg)
+    b = GymSession(cfg)
     b.load(path)
-    for key, value in a.model.state_dict().items():
-        assert torch.equal(b.model.state_dict()[key], value)
-    np.testing.assert_array_equal(b.obs_rms.mean, a.obs_rms.mean)
+    for key, value in a.learner.model.state_dict().items():
+        assert torch.equal(b.learner.model.state_dict()[key], value)
+    assert isinstance(a.learner, PPOLearner) and isinstance(b.learner, PPOLearner)
+    np.testing.assert_array_equal(b.learner.obs_rms.mean, a.learner.obs_rms.mean)
     assert (b.global_step, b.iteration) == (a.global_step, a.iteration) == (256, 1)
-    assert b.state.abs().sum() == 0 and b.starts.all()  # fresh episodes after a resume: fresh memory
+    assert b.collector.state is not None
+    assert b.collector.state.abs().sum() == 0 and b.collector.starts.all()  # fresh episodes: fresh memory
     a.close()
     b.close()

@@ -1,6 +1,6 @@
 """DQN, top to bottom: replay buffer, epsilon schedule, TD targets, one gradient step, target update.
 
-Read in the order the training loop uses it (see ``speedflip.gym.agents.DQNAgent``):
+Read in the order the training loop uses it (see :class:`speedflip.algos.dqn_learner.DQNLearner`):
 
 1. act epsilon-greedily with :func:`epsilon_at` (linear decay from ``start_epsilon`` to
    ``end_epsilon`` over ``exploration_fraction`` of the run);

@@ -195,8 +195,9 @@ class PPOLearner:
         self.guard.snapshot()
 
 
-def load_weights(model: PolicyModel, rms: RunningMeanStd | None, weights: PolicyWeights) -> None:
-    """Put ``weights`` into an acting copy (a collector's network and observation statistics)."""
+def load_weights(model: torch.nn.Module, rms: RunningMeanStd | None, weights: PolicyWeights) -> None:
+    """Put ``weights`` into an acting copy (a collector's network and observation statistics); any network
+    whose state dict the weights hold (actor-critics, DQN's Q-network)."""
     device = next(model.parameters()).device
     model.load_state_dict({k: v.to(device) for k, v in weights.model.items()})
     if rms is not None and weights.obs_rms is not None:

@@ -10,6 +10,7 @@ from speedflip._types import Array
 from speedflip.config import Config
 from speedflip.models.activation import set_activation
 from speedflip.models.mlp import ActorCritic
+from speedflip.models.q import QNetwork
 from speedflip.models.recurrent import RecurrentActorCritic
 
 PolicyModel = ActorCritic | RecurrentActorCritic
@@ -42,6 +43,12 @@ def build_policy_model(
     else:
         head = HEAD_FOR_FORM[action_form]
         model = ActorCritic(obs_dim, num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers, head, bins)
+    return set_activation(model, "tanh" if activation == "tanh" else "relu")
+
+
+def build_q_network(cfg: Config, obs_dim: int, num_actions: int, activation: str = "relu") -> QNetwork:
+    """The Q-network of ``algo: dqn`` (``dqn.q_layers``); ``activation`` replaces the hidden ReLUs."""
+    model = QNetwork(obs_dim, num_actions, cfg.dqn.q_layers)
     return set_activation(model, "tanh" if activation == "tanh" else "relu")
 
 
