@@ -58,12 +58,21 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("a", help="run dir, checkpoint folder, or rule / random / idle")
     ev.add_argument("b", nargs="?", help="the opponent, same forms as A (Rocket League; default: rule)")
     ev.add_argument("--episodes", type=int, default=20, help="Gymnasium run: episodes to play (default 20)")
-    ev.add_argument("--stochastic", action="store_true", help="Gymnasium run: sample actions instead of the best")
+    ev.add_argument(
+        "--stochastic",
+        action="store_true",
+        help="neural players sample their actions (Gymnasium runs and Rocket League matches); "
+        "default: their most likely action, as an exported bot plays",
+    )
     ev.add_argument("--games", type=int, default=20, help="games, played in parallel arenas (default 20)")
     ev.add_argument("--team-size", type=int, default=1, choices=(1, 2, 3), help="cars per team (default 1)")
     ev.add_argument("--game-seconds", type=float, default=120.0, help="simulated seconds per game (default 120)")
     ev.add_argument("--seed", type=int, default=0)
-    ev.add_argument("--deterministic", action="store_true", help="neural players take their most likely action")
+    ev.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="the default (most likely action); accepted so older commands still work",
+    )
     ev.add_argument("--league", help="league.json to update (default: A's run dir, else runs/league.json)")
     ev.add_argument("--json", help="write the match summary to this JSON file")
 
@@ -140,6 +149,10 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
     from speedflip.gym.cli import gym_checkpoint
     from speedflip.selfplay.evaluate import run_eval
 
+    if args.stochastic and args.deterministic:
+        raise ConfigError(
+            "--stochastic and --deterministic contradict each other: give one (deterministic is the default)"
+        )
     gym_run = gym_checkpoint(args.a)
     if gym_run is not None:
         if args.b is not None:
@@ -158,7 +171,7 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError(f"--game-seconds must be positive, got {args.game_seconds}")
     return run_eval(
         args.a, args.b, args.games, args.team_size, args.game_seconds, args.seed,
-        args.deterministic, args.league, args.json, console,
+        not args.stochastic, args.league, args.json, console,
     )  # fmt: skip
 
 

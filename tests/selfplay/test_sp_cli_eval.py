@@ -42,6 +42,9 @@ def test_eval_run_vs_rule_then_league(tmp_path: Path, run_1v1: Path) -> None:
     name = f"myrun@{step}"
     assert data["player_a"] == name and data["player_b"] == "rule"
     assert data["games"] == 4 and data["wins"] + data["draws"] + data["losses"] == 4
+    # by default the run plays as its exported bot does: its most likely action
+    assert data["action_mode"] == "deterministic" and data["deterministic"] is True
+    assert "most likely action" in " ".join(out.stdout.split())
 
     league = json.loads((run / "league.json").read_text())
     players = league["players"]
@@ -103,3 +106,40 @@ def test_too_few_games_exit_code_through_the_shell(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert "--games must be at least 2" in " ".join(out.stderr.split())
     assert "Traceback" not in out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "deterministic"),
+    [((), True), (("--deterministic",), True), (("--stochastic",), False)],
+)
+def test_eval_plays_the_most_likely_action_unless_stochastic(
+    monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], deterministic: bool
+) -> None:
+    """The default is how the exported bot plays; --stochastic samples; --deterministic is a no-op alias."""
+    import speedflip.selfplay.evaluate as rl_eval
+
+    seen: list[object] = []
+
+    def fake_run_eval(a: str, b: str, games: int, team_size: int, seconds: float, seed: int, det: bool,
+                      *rest: object) -> int:  # fmt: skip
+        seen.append(det)
+        return 0
+
+    monkeypatch.setattr(rl_eval, "run_eval", fake_run_eval)
+    assert main(["eval", "random", "idle", *flags]) == 0
+    assert seen == [deterministic]
+
+
+def test_eval_refuses_stochastic_and_deterministic_together(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "random", "idle", "--stochastic", "--deterministic"]) == 2
+    assert "contradict" in capsys.readouterr().err
+
+
+def test_eval_json_names_the_action_mode(tmp_path: Path) -> None:
+    league = str(tmp_path / "league.json")
+    for flags, mode in (((), "deterministic"), (("--stochastic",), "stochastic")):
+        path = tmp_path / f"{mode}.json"
+        args = ["eval", "rule", "idle", "--games", "2", "--game-seconds", "2", "--league", league, "--json", str(path)]
+        assert main([*args, *flags]) == 0
+        data = json.loads(path.read_text())
+        assert data["action_mode"] == mode and data["deterministic"] is (mode == "deterministic")

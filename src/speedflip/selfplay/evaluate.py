@@ -67,6 +67,18 @@ def league_dir_for(spec_a: str, league_path: str | None) -> Path:
     return Path("runs") / "league.json"
 
 
+def action_mode(deterministic: bool) -> str:
+    """How neural players chose their actions: ``deterministic`` (the most likely one, as an exported
+    bot plays; the default) or ``stochastic`` (sampled, ``--stochastic``)."""
+    return "deterministic" if deterministic else "stochastic"
+
+
+def action_mode_text(deterministic: bool) -> str:
+    if deterministic:
+        return "neural players take their most likely action (deterministic, as an exported bot plays)"
+    return "neural players sample their actions (stochastic)"
+
+
 def run_eval(
     spec_a: str,
     spec_b: str,
@@ -84,9 +96,10 @@ def run_eval(
     try:
         policy_a = resolve_player(spec_a, env, seed, deterministic)
         policy_b = resolve_player(spec_b, env, seed + 1, deterministic)
+        neural = any(isinstance(p, NeuralPolicy) for p in (policy_a, policy_b))
         console.print(
             f"{policy_a.name} vs {policy_b.name}: {games} games of {game_seconds:g} s, {team_size}v{team_size}, "
-            "sides swapped halfway"
+            "sides swapped halfway" + (f"; {action_mode_text(deterministic)}" if neural else "")
         )
         results = play_match(env, policy_a, policy_b, game_seconds)
     finally:
@@ -134,6 +147,8 @@ def run_eval(
             "player_b": policy_b.name,
             **asdict(summary),
             "win_rate": summary.wins / max(summary.games, 1),
+            "action_mode": action_mode(deterministic),
+            "deterministic": deterministic,
             "elo_a": after[0],
             "elo_b": after[1],
             "games_detail": [r.as_dict() for r in results],
