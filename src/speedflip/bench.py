@@ -233,7 +233,7 @@ class EnvOnly:
     def step(self) -> int:
         env = self.trainer.env
         result = env.step(self.rng.integers(0, env.num_actions, env.num_agents))
-        self.trainer.obs = result.obs  # keep the trainer's rollout consistent
+        self.trainer.collector.obs = result.obs  # keep the trainer's rollout consistent
         return int(env.num_agents)
 
 
@@ -588,14 +588,14 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     instrument(ip_env.arenas, "step", "physics", watch)
     instrument(ip_env.obs_builder, "build", "obs", watch)
     instrument(ip_env.reward_fn, "__call__", "reward", watch)
-    instrument(ip.model, "act", "inference", watch)
-    instrument(ip.model, "value", "inference", watch)
+    instrument(ip.collector.model, "act", "inference", watch)
+    instrument(ip.collector.model, "value", "inference", watch)
     mp = Trainer(_with(cfg, collector="multiprocess"))
     mp_env = mp.env
     assert isinstance(mp_env, MultiProcessVecEnv)
     instrument(mp_env, "step", "env_step", mp_watch)
-    instrument(mp.model, "act", "inference", mp_watch)
-    instrument(mp.model, "value", "inference", mp_watch)
+    instrument(mp.collector.model, "act", "inference", mp_watch)
+    instrument(mp.collector.model, "value", "inference", mp_watch)
     pipelined = PipelinedLoop(cfg) if K >= 2 else None
     trainer = Trainer(cfg)  # what `speedflip train` would build
     big = Trainer(_with_arenas(cfg, 2 * K)) if opts.scaling else None
