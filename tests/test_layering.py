@@ -155,3 +155,8 @@ def test_the_layer_check_can_fail() -> None:
     assert layer_of("speedflip.train.loop") == layer_of("speedflip.train")
     assert layer_of("speedflip.gym.envs") == layer_of("speedflip.env") < layer_of("speedflip.gym.run")  # type: ignore[operator]
     assert layer_of("speedflip.config") < layer_of("speedflip.env")  # type: ignore[operator]
+
+
+def test_a_gymnasium_run_does_not_load_the_physics_engine() -> None:
+    for module in ("speedflip.gym.run", "speedflip.train.loop", "speedflip.collect.gym_collector"):
+        assert _heavy_modules_after_import(module) == [], module

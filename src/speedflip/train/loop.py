@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -24,12 +25,11 @@ from rich.table import Table
 from rich.text import Text
 
 from speedflip.checkpoint import CheckpointError, describe_write_error, list_checkpoints, verify_checkpoint
-from speedflip.config import Config
+from speedflip.config import Config, config_to_dict
 from speedflip.errors import RunStoppedError
 from speedflip.train.metrics import JsonlSink, TensorBoardSink
 from speedflip.train.rundir import RunDirError, lock_run_dir, prepare_run_dir
 from speedflip.train.signals import StopFlag
-from speedflip.train.trainer import write_resolved_config
 
 
 class Session(Protocol):
@@ -119,6 +119,11 @@ def run(
             return _loop(cfg, session, run_dir, console)
         finally:
             session.close()
+
+
+def write_resolved_config(cfg: Config, run_dir: Path) -> None:
+    """``run_dir/config.yaml``: the resolved config of this start."""
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
 
 
 def _write_config(cfg: Config, run_dir: Path) -> None:
@@ -291,8 +296,12 @@ def _iterations(
                 last_line = time.perf_counter()
                 console.print(
                     f"step {session.global_step:,}/{cfg.run.total_steps:,}  sps {overall_sps:,.0f}  "
-                    f"reward {fields.get('reward', '-')}  {fields.get('extra', '')}  "
-                    f"entropy {_fmt(record.get('losses/entropy'))}",
+                    f"reward {fields.get('reward', '-')}  {fields.get('extra', '')}"
+                    + (
+                        f"  entropy {_fmt(record['losses/entropy'])}"
+                        if record.get("losses/entropy") is not None
+                        else ""
+                    ),
                     soft_wrap=True,
                 )
             if session.global_step >= next_checkpoint:

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
 from speedflip import __version__
 from speedflip._types import Array
@@ -58,7 +57,7 @@ RolloutStats = EpisodeStats  # the name this record had before the collector/lea
 
 __all__ = [
     "RolloutStats", "StopFlag", "Trainer", "TrainingDivergedError", "config_hash", "default_torch_threads",
-    "git_commit", "stage_config", "stage_opponent_share", "summarize_iteration", "write_resolved_config",
+    "git_commit", "stage_config", "stage_opponent_share", "summarize_iteration",
 ]  # fmt: skip
 
 
@@ -338,10 +337,6 @@ class Trainer:
     def close(self) -> None:
         self._pending = None  # a rollout not trained on is dropped like an unfinished episode
         self.collector.close()
-
-
-def write_resolved_config(cfg: Config, run_dir: Path) -> None:
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
 
 
 def summarize_iteration(
