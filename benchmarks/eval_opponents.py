@@ -26,7 +26,11 @@ lookup-table rule bot. Stateless: each decision depends only on the state given.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+Array = np.ndarray[Any, Any]
 
 BACK_WALL_Y = 5120.0
 GOAL_HALF_WIDTH = 893.0
@@ -37,7 +41,7 @@ CAR_REST_Z = 17.0
 THROTTLE, STEER, PITCH, YAW, ROLL, JUMP, BOOST, HANDBRAKE = range(8)
 
 
-def _own_frame(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _own_frame(state: dict[str, Array]) -> dict[str, Array]:
     """Per-car views with the car's own goal at -y: positions/velocities/directions of ball and cars
     turned half a turn about z for orange cars. Arrays ``[C, 3]`` (the ball repeated per car)."""
     sign = np.where(state["car_team"] == 0, 1.0, -1.0).astype(np.float64)[:, None]  # [C, 1]
@@ -51,9 +55,7 @@ def _own_frame(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
-def _steer_towards(
-    pos: np.ndarray, fwd: np.ndarray, target: np.ndarray, gain: float = 3.0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _steer_towards(pos: Array, fwd: Array, target: Array, gain: float = 3.0) -> tuple[Array, Array, Array]:
     """Steer in [-1, 1] that turns each car towards its target (xy), the cosine of the angle to it and the
     distance. Positive steer turns counter-clockwise seen from above (as in examples/chase_bot.py), which
     the half-turn to the car's own frame keeps."""
@@ -68,7 +70,7 @@ def _steer_towards(
     return steer, facing, dist
 
 
-def _cross(pos: np.ndarray, fwd: np.ndarray, target: np.ndarray) -> np.ndarray:
+def _cross(pos: Array, fwd: Array, target: Array) -> Array:
     """z of (unit nose) x (unit direction to the target), xy only: positive when the target is to the left."""
     rel = target[:, :2] - pos[:, :2]
     direction = rel / np.maximum(np.linalg.norm(rel, axis=1), 1e-6)[:, None]
@@ -76,7 +78,7 @@ def _cross(pos: np.ndarray, fwd: np.ndarray, target: np.ndarray) -> np.ndarray:
     return np.asarray(f[:, 0] * direction[:, 1] - f[:, 1] * direction[:, 0])
 
 
-def ball_chaser(state: dict[str, np.ndarray]) -> np.ndarray:
+def ball_chaser(state: dict[str, Array]) -> Array:
     """Straight at the ball with boost; jump and front-flip into it when close."""
     n = state["car_position"].shape[0]
     v = _own_frame(state)
@@ -105,7 +107,7 @@ def ball_chaser(state: dict[str, np.ndarray]) -> np.ndarray:
     return controls
 
 
-def goalie(state: dict[str, np.ndarray]) -> np.ndarray:
+def goalie(state: dict[str, Array]) -> Array:
     """Between the ball and its own goal; clears the ball when it comes near the goal."""
     n = state["car_position"].shape[0]
     v = _own_frame(state)

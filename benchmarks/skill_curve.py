@@ -1,0 +1,523 @@
+"""Skill per minute: how well a preset's bot plays after N minutes of wall clock, against opponents it never met.
+
+For each seed, one at a time (the machine trains one run, as a user's would), this runs::
+
+    speedflip train --preset P --run-dir OUT/seed<k> --new --set run.seed=<k> \\
+        --set run.checkpoint_interval_steps=C --set run.total_steps=<huge> [--set ...]
+
+as a subprocess and stops it with SIGINT at N minutes of wall clock (it saves a checkpoint and exits 0).
+While it trains, every M minutes the newest checkpoint that verifies is copied to
+``OUT/seed<k>/snapshots/<minute>min/`` (with its ``global_step`` and the wall minute it was written:
+``--checkpoint-every`` keeps a fresh one near each mark); the checkpoint saved at the stop is the last
+snapshot. The clock starts when the train command is launched, so start-up counts, as it does for a user.
+
+After the seed's training, every snapshot plays ``speedflip eval SNAPSHOT OPPONENT --json`` against
+``rule`` (the bot training plays against), ``idle``, and the evaluation-only scripted bots of
+``benchmarks/eval_opponents.py`` (``ball_chaser``, ``goalie``: never used in training), with a fixed
+``--eval-seed`` and sides swapped halfway (eval does both), 60-second games, ``--games`` games for the
+earlier snapshots and ``--games-final`` for the last. Actions are deterministic (the most likely one,
+as the exported bot plays); ``--also-stochastic`` also evaluates sampled play.
+
+Output in ``--out``: ``skill_curve.json`` (written after every evaluation, so an interrupted run keeps
+what it measured; the load average and the busiest processes at the start and end say what else ran),
+``skill_curve.png`` (win rate against wall-clock minutes and against agent steps, one line per
+seed x opponent), the train logs (``seed<k>.train.log``) and the eval JSONs (``seed<k>/eval/``).
+``--summarize JSON`` prints the markdown table.
+
+Usage::
+
+    python benchmarks/skill_curve.py --preset 1v1 --minutes 30 --seeds 3 --out runs/skill-1v1
+    python benchmarks/skill_curve.py --preset quick --minutes 1.5 --seeds 1 --snapshot-minutes 0.5 \\
+        --games 4 --games-final 4 --checkpoint-every 50000 --out /tmp/skill-tiny      # a smoke test
+    python benchmarks/skill_curve.py --summarize runs/skill-1v1/skill_curve.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from speedflip.checkpoint import CheckpointError, list_checkpoints, verify_checkpoint
+
+HERE = Path(__file__).resolve().parent
+EVAL_OPPONENTS_FILE = HERE / "eval_opponents.py"
+DEFAULT_OPPONENTS = ("rule", "idle", "ball_chaser", "goalie")
+SCRIPTED = {"ball_chaser", "goalie"}  # functions of eval_opponents.py
+NO_LIMIT_STEPS = 10**12  # the run is stopped by the clock, never by run.total_steps
+STOP_GRACE_SECONDS = 600.0  # time allowed for the final save after SIGINT
+
+
+def opponent_spec(name: str) -> str:
+    if name in SCRIPTED:
+        return f"py:{EVAL_OPPONENTS_FILE}:{name}"
+    return name
+
+
+def speedflip_cmd() -> list[str]:
+    return [sys.executable, "-m", "speedflip.cli"]
+
+
+def minute_label(minute: float) -> str:
+    return f"{minute:g}min"
+
+
+def machine_load() -> dict[str, Any]:
+    """What else was running: the load averages and the busiest processes (ps, where available)."""
+    info: dict[str, Any] = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cpu_count": os.cpu_count()}
+    try:
+        info["loadavg_1_5_15"] = list(os.getloadavg())
+    except OSError:
+        info["loadavg_1_5_15"] = None
+    try:
+        out = subprocess.run(
+            ["ps", "-eo", "pid,pcpu,pmem,etime,args", "--sort=-pcpu"], capture_output=True, text=True, timeout=10
+        ).stdout
+        info["top_processes"] = [line.strip()[:140] for line in out.splitlines()[:9]]
+    except (OSError, subprocess.SubprocessError):
+        info["top_processes"] = None
+    return info
+
+
+def print_load(label: str, load: dict[str, Any]) -> None:
+    print(f"[{label}] load average (1/5/15 min): {load['loadavg_1_5_15']} on {load['cpu_count']} CPUs", flush=True)
+    for line in load.get("top_processes") or []:
+        print(f"    {line}", flush=True)
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, timeout=10, check=True
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE, capture_output=True, text=True
+        ).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+# --- training with snapshots -------------------------------------------------------------------------------
+
+
+def take_snapshot(run_dir: Path, dest: Path, train_start: float) -> dict[str, Any] | None:
+    """Copy the newest checkpoint that verifies (before and after the copy: rotation may delete it
+    meanwhile) to ``dest``; None when there is none yet."""
+    for ckpt in list_checkpoints(run_dir / "checkpoints"):
+        try:
+            meta = verify_checkpoint(ckpt)
+            written = (ckpt / "meta.json").stat().st_mtime
+            tmp = dest.with_name(f".tmp-{dest.name}")
+            tmp.parent.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(ckpt, tmp)
+            verify_checkpoint(tmp)
+        except (CheckpointError, OSError):
+            continue  # damaged, or rotated away while copying: the next newest
+        shutil.rmtree(dest, ignore_errors=True)
+        tmp.rename(dest)
+        return {
+            "path": str(dest),
+            "source": str(ckpt),
+            "agent_steps": int(meta["global_step"]),
+            "checkpoint_wall_minutes": round((written - train_start) / 60.0, 3),
+        }
+    return None
+
+
+def train_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
+    """Train one seed for ``args.minutes`` of wall clock, snapshotting every ``args.snapshot_minutes``."""
+    run_dir = out / f"seed{seed}"
+    if run_dir.exists():  # an earlier measurement: kept, renamed aside (before train starts, so no snapshot can
+        # come from its checkpoints)
+        aside = run_dir.with_name(f"{run_dir.name}.old-{time.strftime('%Y%m%d-%H%M%S')}")
+        run_dir.rename(aside)
+        print(f"seed {seed}: the earlier {run_dir} is now {aside}", flush=True)
+    snap_dir = run_dir / "snapshots"
+    log_path = out / f"seed{seed}.train.log"
+    sets = [
+        f"run.seed={seed}",
+        f"run.checkpoint_interval_steps={args.checkpoint_every}",
+        f"run.total_steps={NO_LIMIT_STEPS}",
+        *args.set,  # the user's settings come last and win
+    ]
+    cmd = [*speedflip_cmd(), "train", "--preset", args.preset, "--run-dir", str(run_dir), "--new"]
+    for s in sets:
+        cmd += ["--set", s]
+    marks = []
+    m = args.snapshot_minutes
+    while m < args.minutes - 1e-9:
+        marks.append(round(m, 6))
+        m += args.snapshot_minutes
+    print(f"seed {seed}: {' '.join(cmd)}  (log: {log_path})", flush=True)
+    load_before = machine_load()
+    snapshots: list[dict[str, Any]] = []
+    interrupted = False
+    with log_path.open("w") as log:
+        start = time.time()
+        # a session of its own: a Ctrl-C here reaches only this script, which passes one SIGINT on
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            for mark in marks:
+                while proc.poll() is None and time.time() - start < mark * 60.0:
+                    time.sleep(0.5)
+                if proc.poll() is not None:
+                    break
+                snapshots.append(snapshot_record(run_dir, snap_dir, seed, mark, start, snapshots))
+            while proc.poll() is None and time.time() - start < args.minutes * 60.0:
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            interrupted = True
+            print("interrupted: stopping the training run (it saves a checkpoint)", flush=True)
+        stopped_at = time.time() - start
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        exited_at = time.time() - start
+    returncode = proc.returncode
+    final_minute = (
+        round(stopped_at / 60.0, 3) if (interrupted or stopped_at < args.minutes * 60.0 - 1) else args.minutes
+    )
+    final = snapshot_record(run_dir, snap_dir, seed, final_minute, start, snapshots)
+    final["final"] = True
+    snapshots.append(final)
+    load_after = machine_load()
+    note = "" if returncode == 0 else f" (exit code {returncode}: see {log_path})"
+    print(
+        f"seed {seed}: stopped at {stopped_at / 60:.2f} min, exited at {exited_at / 60:.2f} min{note}; "
+        f"{len(snapshots)} snapshots",
+        flush=True,
+    )
+    return {
+        "seed": seed,
+        "run_dir": str(run_dir),
+        "command": cmd,
+        "train_log": str(log_path),
+        "returncode": returncode,
+        "interrupted": interrupted,
+        "stopped_at_minutes": round(stopped_at / 60.0, 3),
+        "exited_at_minutes": round(exited_at / 60.0, 3),
+        "load_before": load_before,
+        "load_after": load_after,
+        "snapshots": snapshots,
+    }
+
+
+def snapshot_record(
+    run_dir: Path, snap_dir: Path, seed: int, minute: float, start: float, earlier: list[dict[str, Any]]
+) -> dict[str, Any]:
+    record: dict[str, Any] = {"seed": seed, "minute": minute, "taken_at_minutes": round((time.time() - start) / 60, 3)}
+    found = take_snapshot(run_dir, snap_dir / minute_label(minute), start)
+    if found is None:
+        record.update(path=None, agent_steps=None, note="no checkpoint yet")
+        print(f"  {minute_label(minute)}: no checkpoint yet", flush=True)
+        return record
+    record.update(found)
+    same = [e for e in earlier if e.get("agent_steps") == found["agent_steps"]]
+    if same:
+        record["same_checkpoint_as_minute"] = same[-1]["minute"]
+    print(
+        f"  {minute_label(minute)}: checkpoint at {found['agent_steps']:,} agent steps "
+        f"(written at {found['checkpoint_wall_minutes']:.2f} min)",
+        flush=True,
+    )
+    return record
+
+
+# --- evaluation --------------------------------------------------------------------------------------------
+
+
+def evaluate(
+    snapshot: dict[str, Any], opponent: str, mode: str, games: int, args: argparse.Namespace, out: Path
+) -> dict[str, Any]:
+    seed, label = snapshot["seed"], minute_label(snapshot["minute"])
+    eval_dir = out / f"seed{seed}" / "eval"
+    eval_dir.mkdir(parents=True, exist_ok=True)
+    json_path = eval_dir / f"{label}-{opponent}-{mode}.json"
+    cmd = [
+        *speedflip_cmd(), "eval", snapshot["path"], opponent_spec(opponent),
+        "--games", str(games), "--game-seconds", f"{args.game_seconds:g}", "--seed", str(args.eval_seed),
+        "--league", str(eval_dir / "league.json"), "--json", str(json_path),
+    ]  # fmt: skip
+    if mode == "stochastic":
+        cmd.append("--stochastic")
+    t0 = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "160"})
+    seconds = time.time() - t0
+    if proc.returncode != 0:
+        print(proc.stdout[-2000:] + proc.stderr[-2000:], file=sys.stderr)
+        return {"error": f"eval exited {proc.returncode}", "command": cmd}
+    data = json.loads(json_path.read_text())
+    if data.get("action_mode") not in (None, mode):
+        raise RuntimeError(f"asked for {mode} play, eval reports {data.get('action_mode')}")
+    return {
+        "games": data["games"],
+        "wins": data["wins"],
+        "draws": data["draws"],
+        "losses": data["losses"],
+        "win_rate": data["win_rate"],
+        "score_rate": data["score_rate"],
+        "score_rate_95ci": [data["interval_low"], data["interval_high"]],
+        "goals_for": data["goals_a"],
+        "goals_against": data["goals_b"],
+        "shots_for": data.get("shots_a"),
+        "touches_for": data.get("touches_a"),
+        "action_mode": data.get("action_mode", mode),
+        "eval_seconds": round(seconds, 1),
+        "json": str(json_path),
+    }
+
+
+def evaluate_seed(result: dict[str, Any], args: argparse.Namespace, out: Path, save: Any) -> None:
+    modes = ["deterministic", *(["stochastic"] if args.also_stochastic else [])]
+    done: dict[int, dict[str, Any]] = {}  # agent steps -> results (a snapshot of the same checkpoint reuses them)
+    for snap in result["snapshots"]:
+        if snap.get("path") is None:
+            continue
+        games = args.games_final if snap.get("final") else args.games
+        steps = snap["agent_steps"]
+        if steps in done and all(done[steps][o][m]["games"] == games for o in done[steps] for m in modes):
+            snap["results"] = done[steps]
+            continue
+        snap["results"] = {}
+        for opponent in args.opponents:
+            snap["results"][opponent] = {}
+            for mode in modes:
+                r = evaluate(snap, opponent, mode, games, args, out)
+                snap["results"][opponent][mode] = r
+                if "error" in r:
+                    print(f"  {minute_label(snap['minute'])} vs {opponent} ({mode}): {r['error']}", flush=True)
+                else:
+                    print(
+                        f"  seed {snap['seed']} {minute_label(snap['minute'])} ({steps:,} steps) vs {opponent} "
+                        f"({mode}): {r['wins']}/{r['draws']}/{r['losses']} win {r['win_rate']:.2f} "
+                        f"score {r['score_rate']:.2f} goals {r['goals_for']}-{r['goals_against']}",
+                        flush=True,
+                    )
+                save()
+        if all("error" not in snap["results"][o][m] for o in snap["results"] for m in modes):
+            done[steps] = snap["results"]
+
+
+# --- plot and table ----------------------------------------------------------------------------------------
+
+
+def all_snapshots(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for seed in report["seeds"] for s in seed["snapshots"] if s.get("results")]
+
+
+def write_plot(report: dict[str, Any], path: Path, mode: str = "deterministic") -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot", file=sys.stderr)
+        return False
+    snaps = all_snapshots(report)
+    opponents = report["config"]["opponents"]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    styles = ["-", "--", ":", "-."]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+    for s_i, seed in enumerate(sorted({s["seed"] for s in snaps})):
+        mine = sorted((s for s in snaps if s["seed"] == seed), key=lambda s: s["minute"])
+        for o_i, opp in enumerate(opponents):
+            pts = [
+                (s["checkpoint_wall_minutes"], s["agent_steps"], s["results"][opp][mode]["win_rate"])
+                for s in mine
+                if "win_rate" in s["results"].get(opp, {}).get(mode, {})
+            ]
+            if not pts:
+                continue
+            minutes, steps, rates = zip(*pts, strict=True)
+            kw = {"color": colors[o_i % len(colors)], "linestyle": styles[s_i % len(styles)], "marker": "o"}
+            axes[0].plot(minutes, rates, label=f"seed {seed} vs {opp}", **kw)
+            axes[1].plot(steps, rates, label=f"seed {seed} vs {opp}", **kw)
+    cfg = report["config"]
+    axes[0].set_xlabel("wall-clock minutes of training (when the checkpoint was written)")
+    axes[1].set_xlabel("agent steps")
+    axes[0].set_ylabel(f"win rate ({mode}, {cfg['game_seconds']:g} s games)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.set_ylim(-0.02, 1.02)
+    axes[1].legend(loc="best", fontsize="small")
+    fig.suptitle(
+        f"skill per minute: preset {cfg['preset']}, {report['machine']['cpu_count']} CPUs, load average (1/5/15 min) "
+        f"at start {_load_text(report.get('load_start'))}, at end {_load_text(report.get('load_end'))}",
+        fontsize="medium",
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def _load_text(load: dict[str, Any] | None) -> str:
+    values = (load or {}).get("loadavg_1_5_15")
+    return "/".join(f"{v:.2f}" for v in values) if values else "unknown"
+
+
+def _fmt(r: dict[str, Any] | None) -> str:
+    if not r or "win_rate" not in r:
+        return "-"
+    return f"{r['win_rate']:.2f} / {r['score_rate']:.2f}"
+
+
+def summary_table(report: dict[str, Any], mode: str = "deterministic") -> str:
+    opponents = report["config"]["opponents"]
+    snaps = [s for s in all_snapshots(report) if any(mode in v for v in s["results"].values())]
+    if not snaps:
+        return f"(no {mode} results)"
+    head = "| seed | minute | agent steps | " + " | ".join(f"vs {o}: win / score" for o in opponents) + " |"
+    lines = [head, "|" + "---|" * (3 + len(opponents))]
+    for s in sorted(snaps, key=lambda s: (s["seed"], s["minute"])):
+        cells = [_fmt(s["results"].get(o, {}).get(mode)) for o in opponents]
+        lines.append(f"| {s['seed']} | {s['minute']:g} | {s['agent_steps']:,} | " + " | ".join(cells) + " |")
+    seeds = sorted({s["seed"] for s in snaps})
+    for minute in sorted({s["minute"] for s in snaps}):
+        group = [s for s in snaps if s["minute"] == minute]
+        cells = []
+        for o in opponents:
+            rs = [s["results"].get(o, {}).get(mode, {}) for s in group]
+            rs = [r for r in rs if "win_rate" in r]
+            if rs:
+                w = statistics.median(r["win_rate"] for r in rs)
+                sc = statistics.median(r["score_rate"] for r in rs)
+                cells.append(f"{w:.2f} / {sc:.2f}")
+            else:
+                cells.append("-")
+        steps = statistics.median(s["agent_steps"] for s in group)
+        lines.append(f"| median of {len(group)}/{len(seeds)} | {minute:g} | {steps:,.0f} | " + " | ".join(cells) + " |")
+    cfg = report["config"]
+    games = f"{cfg['games']} games ({cfg['games_final']} for the last snapshot)"
+    load_s = _load_text(report.get("load_start"))
+    load_e = _load_text(report.get("load_end"))
+    foot = (
+        f"\npreset `{cfg['preset']}`, {mode} play, {games} of {cfg['game_seconds']:g} s, eval seed "
+        f"{cfg['eval_seed']}, sides swapped; win / score rate (a draw scores 0.5); "
+        f"{report['machine']['cpu_count']} CPUs, load average (1/5/15 min) at start {load_s}, at end {load_e}."
+    )
+    return "\n".join(lines) + foot
+
+
+# --- main --------------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    p.add_argument("--summarize", metavar="JSON", help="print the markdown table of a skill_curve.json and exit")
+    p.add_argument("--preset", default="1v1", help="the preset trained (default 1v1)")
+    p.add_argument("--minutes", type=float, default=30.0, help="wall-clock minutes of training per seed (default 30)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds 0..K-1, trained one after another (default 3)")
+    p.add_argument("--snapshot-minutes", type=float, default=5.0, help="a snapshot every M minutes (default 5)")
+    p.add_argument("--checkpoint-every", type=int, default=250_000,
+                   help="run.checkpoint_interval_steps (default 250000)")  # fmt: skip
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to train (repeatable)")
+    p.add_argument("--out", help="output folder (default runs/skill-curve-<preset>)")
+    p.add_argument("--games", type=int, default=40, help="eval games per opponent, earlier snapshots (default 40)")
+    p.add_argument("--games-final", type=int, default=100, help="eval games per opponent, last snapshot (default 100)")
+    p.add_argument("--game-seconds", type=float, default=60.0, help="simulated seconds per eval game (default 60)")
+    p.add_argument("--eval-seed", type=int, default=0, help="eval --seed, the same for every snapshot (default 0)")
+    p.add_argument("--opponents", default=",".join(DEFAULT_OPPONENTS),
+                   help="comma-separated: rule, idle, random, ball_chaser, goalie (default: not random)")  # fmt: skip
+    p.add_argument("--also-stochastic", action="store_true", help="also evaluate sampled play (--stochastic)")
+    args = p.parse_args(argv)
+    args.opponents = [o.strip() for o in args.opponents.split(",") if o.strip()]
+    if args.summarize is None:
+        if args.minutes <= 0 or args.snapshot_minutes <= 0:
+            p.error("--minutes and --snapshot-minutes must be positive")
+        if args.seeds < 1 or args.games < 2 or args.games_final < 2:
+            p.error("--seeds must be at least 1 and --games/--games-final at least 2")
+        unknown = [o for o in args.opponents if o not in (*SCRIPTED, "rule", "idle", "random")]
+        if unknown:
+            p.error(f"unknown opponents: {unknown}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.summarize:
+        saved = json.loads(Path(args.summarize).read_text())
+        print(summary_table(saved))
+        if saved["config"].get("also_stochastic"):
+            print()
+            print(summary_table(saved, "stochastic"))
+        return 0
+    out = Path(args.out or f"runs/skill-curve-{args.preset}")
+    out.mkdir(parents=True, exist_ok=True)
+    json_path = out / "skill_curve.json"
+    load_start = machine_load()
+    print_load("start", load_start)
+    report: dict[str, Any] = {
+        "benchmark": "skill_curve",
+        "command": [sys.executable, *sys.argv],
+        "git_commit": git_commit(),
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "config": {
+            "preset": args.preset,
+            "minutes": args.minutes,
+            "seeds": list(range(args.seeds)),
+            "snapshot_minutes": args.snapshot_minutes,
+            "checkpoint_every": args.checkpoint_every,
+            "set": args.set,
+            "opponents": args.opponents,
+            "eval_only_opponents": [o for o in args.opponents if o in SCRIPTED],
+            "games": args.games,
+            "games_final": args.games_final,
+            "game_seconds": args.game_seconds,
+            "eval_seed": args.eval_seed,
+            "also_stochastic": args.also_stochastic,
+        },
+        "load_start": load_start,
+        "load_end": None,
+        "seeds": [],
+    }
+
+    def save() -> None:
+        json_path.write_text(json.dumps(report, indent=2))
+
+    save()
+    for seed in range(args.seeds):
+        result = train_seed(args, seed, out)
+        report["seeds"].append(result)
+        save()
+        if result["interrupted"]:
+            print("interrupted: the snapshots taken so far are not evaluated", flush=True)
+            break
+        evaluate_seed(result, args, out, save)
+        save()
+    report["load_end"] = machine_load()
+    print_load("end", report["load_end"])
+    save()
+    png = out / "skill_curve.png"
+    if write_plot(report, png):
+        print(f"plot: {png}")
+    print(f"results: {json_path}\n")
+    print(summary_table(report))
+    if args.also_stochastic:
+        print()
+        print(summary_table(report, "stochastic"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
