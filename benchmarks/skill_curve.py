@@ -10,6 +10,8 @@ While it trains, every M minutes the newest checkpoint that verifies is copied t
 ``OUT/seed<k>/snapshots/<minute>min/`` (with its ``global_step`` and the wall minute it was written:
 ``--checkpoint-every`` keeps a fresh one near each mark); the checkpoint saved at the stop is the last
 snapshot. The clock starts when the train command is launched, so start-up counts, as it does for a user.
+``run.total_steps`` is set out of reach (the clock ends the run), so a schedule over it (``ppo.anneal_lr``,
+DQN's epsilon) would not progress: the JSON carries a warning when the run's config has one.
 
 After the seed's training, every snapshot plays ``speedflip eval SNAPSHOT OPPONENT --json`` against
 ``rule`` (the bot training plays against), ``idle``, and the evaluation-only scripted bots of
@@ -189,6 +191,9 @@ def train_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]
                 proc.wait()
         exited_at = time.time() - start
     returncode = proc.returncode
+    warnings = schedule_warnings(run_dir)
+    for w in warnings:
+        print(f"seed {seed}: warning: {w}", flush=True)
     final_minute = (
         round(stopped_at / 60.0, 3) if (interrupted or stopped_at < args.minutes * 60.0 - 1) else args.minutes
     )
@@ -208,6 +213,7 @@ def train_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]
         "command": cmd,
         "train_log": str(log_path),
         "returncode": returncode,
+        "warnings": warnings,
         "interrupted": interrupted,
         "stopped_at_minutes": round(stopped_at / 60.0, 3),
         "exited_at_minutes": round(exited_at / 60.0, 3),
@@ -215,6 +221,22 @@ def train_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]
         "load_after": load_after,
         "snapshots": snapshots,
     }
+
+
+def schedule_warnings(run_dir: Path) -> list[str]:
+    """Schedules tied to ``run.total_steps`` never progress when the clock, not the budget, ends the run."""
+    try:
+        import yaml
+
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+    except (OSError, ValueError):
+        return []
+    out = []
+    if (cfg.get("ppo") or {}).get("anneal_lr"):
+        out.append("ppo.anneal_lr decays over run.total_steps, which this run set very high: the rate barely decayed")
+    if cfg.get("algo") == "dqn":
+        out.append("DQN's epsilon decays over run.total_steps, which this run set very high: exploration stayed high")
+    return out
 
 
 def snapshot_record(
