@@ -413,9 +413,7 @@ def _check_matches_registry(setters: Mapping[str, StateSetter]) -> None:
     keyword-only parameters are the registry's options with the same defaults.
     """
     if tuple(setters) != STATE_SETTER_NAMES:
-        raise RuntimeError(
-            f"state setters {list(setters)} differ from speedflip.registry's {list(STATE_SETTER_NAMES)}"
-        )
+        raise RuntimeError(f"state setters {list(setters)} differ from speedflip.registry's {list(STATE_SETTER_NAMES)}")
     for name, fn in setters.items():
         params = inspect.signature(fn).parameters.values()
         options = {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
