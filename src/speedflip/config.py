@@ -268,6 +268,12 @@ class PPOConfig(_Strict):
     clip_coef: float = Field(0.2, gt=0)
     clip_vloss: bool = False
     ent_coef: float = Field(0.01, ge=0)
+    ent_coef_final: float | None = Field(
+        None, ge=0, description="decay the entropy bonus linearly from ent_coef to this (None = constant)"
+    )
+    ent_coef_decay_steps: int | None = Field(
+        None, ge=1, description="agent steps over which ent_coef reaches ent_coef_final (None = run.total_steps)"
+    )
     vf_coef: float = Field(0.5, ge=0)
     max_grad_norm: float = Field(0.5, gt=0)
     norm_adv: bool = True
@@ -293,6 +299,12 @@ class RunConfig(_Strict):
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")
     num_threads: int = Field(0, ge=0, description="physics threads; 0 = one per CPU core")
     torch_threads: int = Field(0, ge=0, description="torch intra-op threads; 0 = half the CPU cores (at least 1)")
+    update_torch_threads: int = Field(
+        0,
+        ge=0,
+        description="torch threads during a Rocket League PPO update (collection keeps run.torch_threads); "
+        "0 = every CPU core. Ignored with run.overlap_collection (both run at once)",
+    )
     collector: Literal["auto", "inprocess", "multiprocess"] = Field(
         "auto",
         description="rollout collection backend: 'inprocess' (physics threads in this process), "

@@ -44,8 +44,15 @@ def learning_rate(cfg: Config, global_step: int) -> float:
 
 
 def ent_coef(cfg: Config, global_step: int) -> float:
-    """The entropy bonus for the next update (constant: ``ppo.ent_coef``)."""
-    return cfg.ppo.ent_coef
+    """The entropy bonus for the next update: ``ppo.ent_coef``, or with ``ppo.ent_coef_final`` set, a linear
+    decay from ``ent_coef`` to it over ``ppo.ent_coef_decay_steps`` agent steps (default ``run.total_steps``),
+    then constant."""
+    ppo = cfg.ppo
+    if ppo.ent_coef_final is None:
+        return ppo.ent_coef
+    steps = ppo.ent_coef_decay_steps or cfg.run.total_steps
+    frac = min(1.0, global_step / steps)
+    return ppo.ent_coef + (ppo.ent_coef_final - ppo.ent_coef) * frac
 
 
 def reward_phase_name(env: EnvConfig, phase: int) -> str:

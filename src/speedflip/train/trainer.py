@@ -10,9 +10,10 @@ and the overlap of collection with learning.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,21 @@ from speedflip.train.evaluation import evaluate_vs_rule
 from speedflip.train.rundir import compat_signature
 from speedflip.train.signals import StopFlag
 
+
+@contextlib.contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """torch's intra-op thread count set to ``count`` inside the block."""
+    before = torch.get_num_threads()
+    if count == before:
+        yield
+        return
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 RolloutStats = EpisodeStats  # the name this record had before the collector/learner split
 
 __all__ = [
@@ -67,7 +83,11 @@ class Trainer:
     def __init__(self, cfg: Config, run_dir: Path | None = None) -> None:
         self.cfg = cfg
         self.run_dir = run_dir
-        torch.set_num_threads(cfg.run.torch_threads or default_torch_threads(os.cpu_count() or 1))
+        cores = os.cpu_count() or 1
+        torch.set_num_threads(cfg.run.torch_threads or default_torch_threads(cores))
+        # the update's large matrix products use every core; the small per-step forwards of collection
+        # are fastest on fewer threads (docs/performance.md)
+        self.update_threads = cfg.run.update_torch_threads or cores
         torch.manual_seed(cfg.run.seed)
         choice = resolve_device(cfg.run.device)
         self.device = choice.device
@@ -216,10 +236,12 @@ class Trainer:
         return self._update_now(batch, raw_obs)
 
     def _update_now(self, batch: PPOBatch, raw_obs: Array | None) -> dict[str, float]:
-        self.learner.set_hyperparameters(
-            learning_rate(self.cfg, self.global_step), ent_coef(self.cfg, self.global_step)
-        )
-        return self.learner.update(batch, raw_obs, where=f"step {self.global_step:,}")
+        step = self.global_step
+        self.learner.set_hyperparameters(learning_rate(self.cfg, step), ent_coef(self.cfg, step))
+        if self.overlap:  # collection runs at the same time: keep its thread count
+            return self.learner.update(batch, raw_obs, where=f"step {step:,}")
+        with torch_threads(self.update_threads):
+            return self.learner.update(batch, raw_obs, where=f"step {step:,}")
 
     def finish_pending_update(self) -> None:
         """Train on the rollout waiting for the next collect (overlap mode) so a checkpoint includes it."""

@@ -1,0 +1,72 @@
+"""schedule.py: (config, agent steps, metrics) -> settings, answers computed by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from speedflip.config import build_config
+from speedflip.schedule import (
+    ent_coef,
+    learning_rate,
+    mechanics_active,
+    next_reward_phase,
+    next_stage,
+    stage_config,
+    stage_opponent_share,
+)
+
+
+def test_learning_rate_constant_or_annealed() -> None:
+    cfg = build_config({"ppo": {"learning_rate": 0.001}, "run": {"total_steps": 1000}})
+    assert learning_rate(cfg, 500) == 0.001
+    annealed = build_config({"ppo": {"learning_rate": 0.001, "anneal_lr": True}, "run": {"total_steps": 1000}})
+    assert learning_rate(annealed, 0) == pytest.approx(0.001)
+    assert learning_rate(annealed, 250) == pytest.approx(0.00075)
+    assert learning_rate(annealed, 2000) == 0.0
+
+
+def test_entropy_constant_or_decayed() -> None:
+    assert ent_coef(build_config({"ppo": {"ent_coef": 0.01}}), 10**9) == 0.01
+    cfg = build_config({"ppo": {"ent_coef": 0.01, "ent_coef_final": 0.002, "ent_coef_decay_steps": 400}})
+    assert ent_coef(cfg, 0) == pytest.approx(0.01)
+    assert ent_coef(cfg, 100) == pytest.approx(0.008)  # 0.01 - 0.008 * 100/400
+    assert ent_coef(cfg, 400) == pytest.approx(0.002)
+    assert ent_coef(cfg, 10_000) == pytest.approx(0.002)
+    over_budget = build_config({"ppo": {"ent_coef": 0.01, "ent_coef_final": 0.0}, "run": {"total_steps": 1000}})
+    assert ent_coef(over_budget, 500) == pytest.approx(0.005)
+
+
+PHASES = [
+    {"name": "touch", "rewards": {"touch": 1.0}, "until_steps": 100},
+    {"name": "shoot", "rewards": {"goal": 1.0}, "until_metric": "charts/touches_per_minute", "until_value": 5.0},
+    {"name": "play", "rewards": {"goal": 1.0}},
+]
+
+
+def test_reward_phases_advance_by_steps_then_by_metric() -> None:
+    env = build_config({"env": {"reward_phases": PHASES, "mechanics_from_phase": 2}}).env
+    assert next_reward_phase(env, 0, 99, {}) is None
+    change = next_reward_phase(env, 0, 100, {})
+    assert change is not None and change.index == 1 and "'touch' -> 'shoot'" in change.message
+    assert next_reward_phase(env, 1, 10**6, {"charts/touches_per_minute": 4.9}) is None
+    change = next_reward_phase(env, 1, 0, {"charts/touches_per_minute": 5.0})
+    assert change is not None and change.index == 2
+    assert next_reward_phase(env, 2, 10**9, {"charts/touches_per_minute": 99.0}) is None  # the last phase
+    assert [mechanics_active(env, p) for p in range(3)] == [False, False, True]
+
+
+def test_curriculum_stages() -> None:
+    cfg = build_config({"curriculum": {"enabled": True}})
+    stages = cfg.curriculum.stages
+    assert stage_config(cfg, 0).env.blue_size == stages[0].blue_size
+    largest = max(max(s.blue_size, s.orange_size) for s in stages)
+    assert stage_config(cfg, 0).env.obs_team_size == max(cfg.env.obs_team_size, largest)  # padded to the largest
+    assert stage_opponent_share(cfg, 1) == stages[1].opponent_share
+    until = stages[0].until_steps
+    assert until is not None
+    assert next_stage(cfg, 0, until - 1, None, 1000.0) is None
+    change = next_stage(cfg, 0, until, None, 1000.0)
+    assert change is not None and change.index == 1 and f"step {until:,}" in change.message
+    assert next_stage(cfg, len(stages) - 1, 10**12, 1.0, 9999.0) is None  # the last stage stays
+    plain = build_config({})
+    assert stage_config(plain, 0) is plain and next_stage(plain, 0, 10**12, 1.0, 9999.0) is None

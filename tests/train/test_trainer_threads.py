@@ -1,0 +1,40 @@
+"""The PPO update runs with run.update_torch_threads; collection keeps run.torch_threads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from sf_helpers import tiny_config
+
+from speedflip.train.trainer import Trainer, torch_threads
+
+
+def test_torch_threads_sets_and_restores() -> None:
+    before = torch.get_num_threads()
+    with torch_threads(before + 1):
+        assert torch.get_num_threads() == before + 1
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize(("overlap", "expected"), [(False, 2), (True, 1)])
+def test_update_uses_its_own_thread_count(overlap: bool, expected: int) -> None:
+    trainer = Trainer(tiny_config(run={"torch_threads": 1, "update_torch_threads": 2, "overlap_collection": overlap}))
+    seen: list[int] = []
+    update = trainer.learner.update
+
+    def spy(*args: Any, **kwargs: Any) -> dict[str, float]:
+        seen.append(torch.get_num_threads())
+        return update(*args, **kwargs)
+
+    trainer.learner.update = spy  # type: ignore[method-assign]
+    try:
+        batch, raw_obs, _ = trainer.collect()
+        assert torch.get_num_threads() == 1  # collection: run.torch_threads
+        trainer.update(batch, raw_obs)
+        trainer.finish_pending_update()
+        assert seen == [expected]  # overlap: the update shares the machine with collection, so no change
+        assert torch.get_num_threads() == 1
+    finally:
+        trainer.close()
