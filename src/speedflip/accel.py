@@ -18,7 +18,7 @@ from torch import nn
 
 
 @dataclass
-class StepResult:
+class GradientStepResult:
     """What one guarded optimizer step did."""
 
     grad_norm: float
@@ -45,11 +45,11 @@ class GradientStep:
 
     def __call__(
         self, loss: torch.Tensor, optimizer: torch.optim.Optimizer, params: Iterable[nn.Parameter], max_grad_norm: float
-    ) -> StepResult:
+    ) -> GradientStepResult:
         params = list(params)
         optimizer.zero_grad(set_to_none=True)
         if not bool(torch.isfinite(loss.detach())):
-            return StepResult(float("nan"), False)
+            return GradientStepResult(float("nan"), False)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.unscale_(optimizer)
@@ -59,14 +59,14 @@ class GradientStep:
             self.scaler.update()
             # Overflow under AMP is routine (the scaler skipped the step and lowers its scale), so it
             # is not reported as a fault; only a non-finite loss is.
-            return StepResult(float(grad_norm) if finite else float("nan"), True)
+            return GradientStepResult(float(grad_norm) if finite else float("nan"), True)
         loss.backward()
         grad_norm = nn.utils.clip_grad_norm_(params, max_grad_norm)
         if not bool(torch.isfinite(grad_norm)):
             optimizer.zero_grad(set_to_none=True)
-            return StepResult(float(grad_norm), False)
+            return GradientStepResult(float(grad_norm), False)
         optimizer.step()
-        return StepResult(float(grad_norm), True)
+        return GradientStepResult(float(grad_norm), True)
 
 
 def make_gradient_step(device: torch.device, amp: bool) -> GradientStep:

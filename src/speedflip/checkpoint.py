@@ -36,7 +36,9 @@ from safetensors.torch import load as load_bytes
 from safetensors.torch import save as save_bytes
 
 from speedflip._types import Array
+from speedflip.config import Config, config_to_dict
 from speedflip.jsonsafe import dumps
+from speedflip.provenance import config_hash, git_commit
 
 FORMAT_VERSION = 1
 TENSOR_FILES = ("model.safetensors", "optimizer.safetensors", "state.safetensors")
@@ -312,3 +314,27 @@ def to_numpy_dict(tensors: dict[str, torch.Tensor], prefix: str) -> dict[str, Ar
 
 def from_numpy_dict(arrays: dict[str, Array], prefix: str) -> dict[str, torch.Tensor]:
     return {prefix + k: torch.from_numpy(np.ascontiguousarray(np.asarray(v))) for k, v in arrays.items()}
+
+
+def make_checkpoint(
+    model: dict[str, torch.Tensor],
+    optimizer_state: dict[str, Any],
+    tensors: dict[str, torch.Tensor],
+    cfg: Config,
+    meta: dict[str, Any],
+) -> Checkpoint:
+    """A checkpoint of a learner's state with the provenance every run records in ``meta.json``: the
+    resolved config and its hash, the owner, the code's git commit, the speedflip and torch versions.
+    ``meta`` holds the rest (counters, compat signature, RNG states, the session's own keys)."""
+    from speedflip import __version__
+
+    opt_tensors, opt_meta = optimizer_to_tensors(optimizer_state)
+    provenance = {
+        "config": config_to_dict(cfg),
+        "config_hash": config_hash(cfg),
+        "owner": cfg.run.owner,
+        "git_commit": git_commit(),
+        "speedflip_version": __version__,
+        "torch_version": torch.__version__,
+    }
+    return Checkpoint(model, opt_tensors, opt_meta, tensors, {**provenance, **meta})

@@ -14,7 +14,7 @@ from speedflip.gym.envs import (
     check_env_id,
     encode_obs,
     final_observations,
-    make_vec_env,
+    make_gym_vec_env,
     space_info,
 )
 
@@ -66,7 +66,7 @@ def test_space_info_and_encoding() -> None:
 
 def test_final_observation_is_the_last_one_not_the_reset_one() -> None:
     register_test_envs()
-    env = make_vec_env("SfCounter-v0", 2)
+    env = make_gym_vec_env("SfCounter-v0", 2)
     try:
         obs, _ = env.reset(seed=0)
         for expected in (1.0, 2.0):

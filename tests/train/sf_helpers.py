@@ -15,7 +15,7 @@ COMPAT: dict[str, Any] = {"obs_dim": 103, "num_actions": 90, "policy_layers": [1
 
 
 def tiny_config(**sections: dict[str, Any]) -> Config:
-    """A 2-arena 1v1 config with 16-unit networks, 8 steps and minibatch 16, CPU, one thread."""
+    """A 2-arena 1v1 config with 16-unit networks, 8 steps and minibatch 16, CPU, one thread (updates too)."""
     data: dict[str, Any] = {
         "env": {"num_arenas": 2, "blue_size": 1, "orange_size": 1},
         "ppo": {"num_steps": 8, "minibatch_size": 16, "policy_layers": [16], "critic_layers": [16]},
@@ -25,6 +25,7 @@ def tiny_config(**sections: dict[str, Any]) -> Config:
             "collector": "inprocess",
             "num_threads": 1,
             "torch_threads": 1,
+            "update_torch_threads": 1,
             "tensorboard": False,
         },
     }

@@ -26,7 +26,7 @@ from speedflip.algos.dqn import epsilon_at, epsilon_greedy
 from speedflip.algos.normalize import RunningMeanStd
 from speedflip.algos.ppo_learner import load_weights
 from speedflip.config import Config
-from speedflip.gym.envs import SpaceInfo, encode_obs, final_observations, make_vec_env, space_info
+from speedflip.gym.envs import SpaceInfo, encode_obs, final_observations, make_gym_vec_env, space_info
 from speedflip.gym.errors import GymEnvError
 from speedflip.models.build import build_policy_model, build_q_network
 from speedflip.models.mlp import ActorCritic
@@ -36,7 +36,7 @@ from speedflip.rollout import EpisodeStats, PolicyWeights, Rollout
 
 
 @dataclass
-class EpisodeTracker:
+class ReturnTracker:
     """Per-env running return and length; finished episodes are collected until :meth:`drain`."""
 
     num_envs: int
@@ -78,7 +78,7 @@ class GymCollector:
         self.env_id: str = cfg.gym.env_id
         self.device = device
         self.num_envs = cfg.gym.num_envs
-        self.env = make_vec_env(self.env_id, self.num_envs, cfg.gym.env_kwargs)
+        self.env = make_gym_vec_env(self.env_id, self.num_envs, cfg.gym.env_kwargs)
         try:
             self.info: SpaceInfo = space_info(
                 self.env.single_observation_space, self.env.single_action_space, self.env_id, cfg.algo
@@ -107,7 +107,7 @@ class GymCollector:
         raw, _ = self.env.reset(seed=seed)
         self.obs = encode_obs(raw, self.info)
         self.starts = np.ones(self.num_envs, bool)  # every env starts an episode
-        self.episodes = EpisodeTracker(self.num_envs)
+        self.episodes = ReturnTracker(self.num_envs)
         self.state: torch.Tensor | None = None
         if isinstance(self.model, RecurrentActorCritic):
             self.state = self.model.initial_state(self.num_envs, self.device)

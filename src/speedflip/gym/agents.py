@@ -30,8 +30,10 @@ EVAL_EPSILON = 0.05
 
 
 # ---------------------------------------------------------------------- policies (acting only)
-class Policy(Protocol):
-    """Acts on a batch of encoded observations; ``starts`` marks the first step of an episode."""
+class GymPolicy(Protocol):
+    """Acts on a batch of encoded observations of Gymnasium envs; ``starts`` marks the first step of an
+    episode. (Rocket League match players, :class:`speedflip.selfplay.policies.Policy`, also see the
+    game state and the cars' teams; a Gymnasium env has neither.)"""
 
     def reset(self, num_envs: int) -> None: ...
 
@@ -121,7 +123,9 @@ def compat_for(cfg: Config, info: SpaceInfo) -> dict[str, Any]:
     }
 
 
-def policy_for(model: torch.nn.Module, obs_rms: RunningMeanStd | None, device: torch.device, seed: int = 0) -> Policy:
+def policy_for(
+    model: torch.nn.Module, obs_rms: RunningMeanStd | None, device: torch.device, seed: int = 0
+) -> GymPolicy:
     """The acting policy of ``model`` (shared, not copied): Q-greedy, recurrent or feed-forward."""
     if isinstance(model, QNetwork):
         return QPolicy(model, device, seed)
@@ -131,7 +135,7 @@ def policy_for(model: torch.nn.Module, obs_rms: RunningMeanStd | None, device: t
     return FeedForwardPolicy(model, obs_rms, device)
 
 
-def policy_from_checkpoint(cfg: Config, info: SpaceInfo, ckpt: Checkpoint, device: torch.device) -> Policy:
+def policy_from_checkpoint(cfg: Config, info: SpaceInfo, ckpt: Checkpoint, device: torch.device) -> GymPolicy:
     """An acting-only policy from a saved gym checkpoint."""
     model = build_network(cfg, info).to(device)
     model.load_state_dict({k: v.to(device) for k, v in ckpt.model.items()})

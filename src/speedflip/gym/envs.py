@@ -79,7 +79,7 @@ def encode_obs(obs: Array, info: SpaceInfo) -> Array:
     return np.asarray(obs, np.float32).reshape(len(obs), info.obs_dim)
 
 
-def make_vec_env(env_id: str, num_envs: int, env_kwargs: dict[str, Any] | None = None) -> gym.vector.SyncVectorEnv:
+def make_gym_vec_env(env_id: str, num_envs: int, env_kwargs: dict[str, Any] | None = None) -> gym.vector.SyncVectorEnv:
     """``num_envs`` copies of ``env_id`` in one process, autoreset in the same step."""
     check_env_id(env_id)
     kwargs = dict(env_kwargs or {})

@@ -18,8 +18,8 @@ from rich.table import Table
 
 from speedflip.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, verify_checkpoint
 from speedflip.config import Config, GymConfig, build_config
-from speedflip.gym.agents import Policy, policy_from_checkpoint
-from speedflip.gym.envs import SpaceInfo, encode_obs, make_vec_env, max_episode_steps, reward_threshold, space_info
+from speedflip.gym.agents import GymPolicy, policy_from_checkpoint
+from speedflip.gym.envs import SpaceInfo, encode_obs, make_gym_vec_env, max_episode_steps, reward_threshold, space_info
 from speedflip.jsonsafe import dumps
 
 UNLIMITED_EPISODE_CAP = 100_000
@@ -39,7 +39,7 @@ class Episodes:
 def run_episodes(
     env_id: str,
     env_kwargs: dict[str, Any],
-    policy: Policy,
+    policy: GymPolicy,
     episodes: int,
     num_envs: int,
     seed: int,
@@ -51,7 +51,7 @@ def run_episodes(
     short episodes are not over-represented (each copy plays its quota, later ones are discarded).
     """
     n = max(1, min(num_envs, episodes))
-    env = make_vec_env(env_id, n, env_kwargs)
+    env = make_gym_vec_env(env_id, n, env_kwargs)
     try:
         info = space_info(env.single_observation_space, env.single_action_space, env_id, "eval")
         quota = np.array([episodes // n + (i < episodes % n) for i in range(n)])
@@ -238,7 +238,7 @@ def evaluate_checkpoint(
     if cfg is None or cfg.gym.env_id is None:
         raise CheckpointError(f"{path} is not a checkpoint of a Gymnasium run")
     env_id = cfg.gym.env_id
-    probe = make_vec_env(env_id, 1, cfg.gym.env_kwargs)
+    probe = make_gym_vec_env(env_id, 1, cfg.gym.env_kwargs)
     try:
         info: SpaceInfo = space_info(probe.single_observation_space, probe.single_action_space, env_id, cfg.algo)
     finally:

@@ -21,23 +21,22 @@ import numpy as np
 import torch
 from rich.console import Console
 
-from speedflip import __version__
 from speedflip.algos.dqn_learner import DQNLearner
 from speedflip.algos.ppo_learner import LearnerState, PPOLearner
 from speedflip.checkpoint import (
     Checkpoint,
     CheckpointError,
     load_checkpoint,
+    make_checkpoint,
     optimizer_from_tensors,
-    optimizer_to_tensors,
     save_checkpoint,
     verify_checkpoint,
 )
 from speedflip.collect.gym_collector import GymCollector
-from speedflip.config import Config, config_to_dict
+from speedflip.config import Config
 from speedflip.device import default_torch_threads, resolve_device
-from speedflip.gym.agents import Policy, compat_for, policy_for
-from speedflip.gym.envs import SpaceInfo, make_vec_env, space_info
+from speedflip.gym.agents import GymPolicy, compat_for, policy_for
+from speedflip.gym.envs import SpaceInfo, make_gym_vec_env, space_info
 from speedflip.gym.evaluate import EvalSummary, run_episodes, solved_threshold, summarize
 from speedflip.models.build import build_policy_model, build_q_network
 from speedflip.provenance import config_hash, git_commit
@@ -60,7 +59,7 @@ def _mean(values: list[float]) -> float | None:
 def probe_spaces(cfg: Config) -> SpaceInfo:
     """The env's spaces as the learners see them; a bad env id or action space fails here (nothing built)."""
     assert cfg.gym.env_id is not None
-    env = make_vec_env(cfg.gym.env_id, 1, cfg.gym.env_kwargs)
+    env = make_gym_vec_env(cfg.gym.env_id, 1, cfg.gym.env_kwargs)
     try:
         return space_info(env.single_observation_space, env.single_action_space, cfg.gym.env_id, cfg.algo)
     finally:
@@ -126,7 +125,7 @@ class GymSession:
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.learner.model.parameters())
 
-    def policy(self) -> Policy:
+    def policy(self) -> GymPolicy:
         """The current policy for evaluation (shares the learner's live networks)."""
         learner = self.learner
         if isinstance(learner, DQNLearner):
@@ -313,7 +312,6 @@ class GymSession:
     def to_checkpoint(self, extra_meta: dict[str, Any] | None = None) -> Checkpoint:
         """The checkpoint format of gym runs (tensor names and meta keys as before the trainer split)."""
         state = self.learner.state_dict()
-        opt_tensors, opt_meta = optimizer_to_tensors(state.optimizer)
         meta = {
             **state.meta,
             "iteration": self.iteration,
@@ -328,13 +326,9 @@ class GymSession:
                 "actions": self.info.num_actions,
                 "parameters": self.num_parameters(),
             },
-            "config": config_to_dict(self.cfg),
-            "owner": self.cfg.run.owner,
-            "speedflip_version": __version__,
-            "torch_version": torch.__version__,
             **(extra_meta or {}),
         }
-        return Checkpoint(state.model, opt_tensors, opt_meta, state.tensors, meta)
+        return make_checkpoint(state.model, state.optimizer, state.tensors, self.cfg, meta)
 
     def save(self, checkpoints_dir: Path, meta: dict[str, Any]) -> Path:
         """A rolling checkpoint ``checkpoints/<step>`` (the newest ``run.keep_checkpoints`` are kept)."""

@@ -20,20 +20,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from speedflip import __version__
 from speedflip._types import Array
 from speedflip.algos.guards import TrainingDivergedError
 from speedflip.algos.ppo_learner import LearnerState, PPOBatch, PPOLearner
-from speedflip.checkpoint import (
-    Checkpoint,
-    load_checkpoint,
-    optimizer_from_tensors,
-    optimizer_to_tensors,
-    save_checkpoint,
-)
+from speedflip.checkpoint import Checkpoint, load_checkpoint, make_checkpoint, optimizer_from_tensors, save_checkpoint
 from speedflip.collect.arena_collector import ArenaCollector
 from speedflip.collect.base import VecEnv
-from speedflip.config import Config, config_to_dict
+from speedflip.config import Config
 from speedflip.device import default_torch_threads, resolve_device
 from speedflip.models.build import HEAD_FOR_FORM, PolicyModel, build_policy_model, recurrent_spec
 from speedflip.provenance import config_hash, git_commit
@@ -261,7 +254,6 @@ class Trainer:
     # ------------------------------------------------------------------ checkpoints
     def to_checkpoint(self, extra_meta: dict[str, Any] | None = None) -> Checkpoint:
         state = self.learner.state_dict()
-        opt_tensors, opt_meta = optimizer_to_tensors(state.optimizer)
         env = self.env
         meta = {
             **state.meta,
@@ -284,15 +276,9 @@ class Trainer:
                 "minibatch_size": self.cfg.ppo.minibatch_size,
                 "checkpoint_interval_steps": self.cfg.run.checkpoint_interval_steps,
             },
-            "config": config_to_dict(self.cfg),
-            "config_hash": config_hash(self.cfg),
-            "owner": self.cfg.run.owner,
-            "git_commit": git_commit(),
-            "speedflip_version": __version__,
-            "torch_version": torch.__version__,
             **(extra_meta or {}),
         }
-        return Checkpoint(state.model, opt_tensors, opt_meta, state.tensors, meta)
+        return make_checkpoint(state.model, state.optimizer, state.tensors, self.cfg, meta)
 
     def save(self, checkpoints_dir: Path, extra_meta: dict[str, Any] | None = None) -> Path:
         self.finish_pending_update()
