@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from rich.console import Console
 
 from speedflip.checkpoint import CheckpointError
@@ -244,7 +243,3 @@ def _milestone_replay(path: Path, run_dir: Path, console: Console) -> None:
         console.print(f"note: no milestone replay ({err})", soft_wrap=True)
         return
     console.print(f"milestone replay: {html}", soft_wrap=True)
-
-
-def mean_or_none(values: list[float]) -> float | None:
-    return float(np.mean(values)) if values else None

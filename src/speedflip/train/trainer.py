@@ -30,7 +30,7 @@ from speedflip.config import Config
 from speedflip.device import default_torch_threads, resolve_device
 from speedflip.models.build import HEAD_FOR_FORM, PolicyModel, build_policy_model, recurrent_spec
 from speedflip.provenance import config_hash, git_commit
-from speedflip.rollout import EpisodeStats, PolicyWeights
+from speedflip.rollout import EpisodeStats
 from speedflip.schedule import (
     ent_coef,
     learning_rate,
@@ -248,9 +248,6 @@ class Trainer:
         except BaseException as err:  # handed to the main thread, raised at the end of collect()
             self._update_error = err
 
-    def acting_weights(self) -> PolicyWeights:
-        return self.learner.policy_weights()
-
     # ------------------------------------------------------------------ checkpoints
     def to_checkpoint(self, extra_meta: dict[str, Any] | None = None) -> Checkpoint:
         state = self.learner.state_dict()
@@ -388,6 +385,3 @@ def summarize_iteration(
     for name, mean in stats.reward_means.items():
         record[f"rewards/{name}"] = mean
     return record
-
-
-ProgressFn = Callable[[dict[str, Any]], None]
