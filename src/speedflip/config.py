@@ -361,6 +361,21 @@ class SelfPlayConfig(_Strict):
     eval_interval_steps: int = Field(0, ge=0, description="evaluate vs the rule bot every N agent steps (0 = off)")
     eval_games: int = Field(8, ge=2, description="games per periodic evaluation")
     eval_game_seconds: float = Field(60.0, gt=0, description="simulated seconds per evaluation game")
+    rate_milestones: bool = Field(
+        True,
+        description="rate every new milestone in short games vs the rule bot, the idle car and earlier milestones "
+        "(selfplay/rating.py; table action forms only)",
+    )
+    rating_games: int = Field(
+        4, ge=2, multiple_of=2, description="milestone rating: games per opponent (even: sides are swapped halfway)"
+    )
+    rating_game_seconds: float = Field(30.0, gt=0, description="milestone rating: simulated seconds per game")
+    rating_opponents: int = Field(
+        2, ge=0, description="milestone rating: earlier milestones played (1, 2, 4, ... milestones back)"
+    )
+    rating_prior_sd: float = Field(
+        300.0, gt=0, description="milestone rating: sd (Elo) of the prior centred on the previous milestone's rating"
+    )
 
 
 class StageConfig(_Strict):
