@@ -445,7 +445,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--summarize", metavar="JSON", help="print the markdown table of a skill_curve.json and exit")
     p.add_argument("--preset", default="1v1", help="the preset trained (default 1v1)")
     p.add_argument("--minutes", type=float, default=30.0, help="wall-clock minutes of training per seed (default 30)")
-    p.add_argument("--seeds", type=int, default=3, help="seeds 0..K-1, trained one after another (default 3)")
+    p.add_argument("--seeds", type=int, default=3, help="how many seeds, trained one after another (default 3)")
+    p.add_argument("--first-seed", type=int, default=0,
+                   help="seeds run from this one: S..S+K-1 (default 0), to add seeds to a study later")  # fmt: skip
     p.add_argument("--snapshot-minutes", type=float, default=5.0, help="a snapshot every M minutes (default 5)")
     p.add_argument("--checkpoint-every", type=int, default=250_000,
                    help="run.checkpoint_interval_steps (default 250000)")  # fmt: skip
@@ -463,8 +465,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.summarize is None:
         if args.minutes <= 0 or args.snapshot_minutes <= 0:
             p.error("--minutes and --snapshot-minutes must be positive")
-        if args.seeds < 1 or args.games < 2 or args.games_final < 2:
-            p.error("--seeds must be at least 1 and --games/--games-final at least 2")
+        if args.seeds < 1 or args.first_seed < 0 or args.games < 2 or args.games_final < 2:
+            p.error("--seeds must be at least 1, --first-seed at least 0, and --games/--games-final at least 2")
         unknown = [o for o in args.opponents if o not in (*SCRIPTED, "rule", "idle", "random")]
         if unknown:
             p.error(f"unknown opponents: {unknown}")
@@ -497,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
         "config": {
             "preset": args.preset,
             "minutes": args.minutes,
-            "seeds": list(range(args.seeds)),
+            "seeds": list(range(args.first_seed, args.first_seed + args.seeds)),
             "snapshot_minutes": args.snapshot_minutes,
             "checkpoint_every": args.checkpoint_every,
             "set": args.set,
@@ -518,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         json_path.write_text(json.dumps(report, indent=2))
 
     save()
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         result = train_seed(args, seed, out)
         report["seeds"].append(result)
         save()

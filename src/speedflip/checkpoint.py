@@ -338,3 +338,28 @@ def make_checkpoint(
         "torch_version": torch.__version__,
     }
     return Checkpoint(model, opt_tensors, opt_meta, tensors, {**provenance, **meta})
+
+
+def run_lineage(run_dir: Path) -> list[dict[str, Any]]:
+    """Where a run started (``--from``), newest start first, read from its newest readable checkpoint or
+    milestone; ``[]`` for a run started from scratch (or one with nothing saved yet)."""
+    candidates = list_checkpoints(run_dir / "checkpoints")
+    milestones = run_dir / "milestones"
+    if milestones.is_dir():
+        candidates += [p for stage in sorted(milestones.iterdir()) if stage.is_dir() for p in list_checkpoints(stage)]
+    for path in candidates:
+        try:
+            lineage = read_meta(path).get("lineage")
+        except CheckpointError:
+            continue
+        return lineage if isinstance(lineage, list) else []
+    return []
+
+
+def describe_lineage(lineage: list[dict[str, Any]]) -> str:
+    """``runs/a/milestones/main/64 (milestone, step 64) <- runs/b/checkpoints/32 (...)``, newest first."""
+    parts = []
+    for entry in lineage:
+        kept = ", step kept" if entry.get("kept_step") else ""
+        parts.append(f"{entry.get('from')} ({entry.get('kind')}, step {entry.get('global_step')}{kept})")
+    return " <- ".join(parts)

@@ -44,6 +44,15 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--new", action="store_true", help="start fresh; an existing run is moved aside, not deleted")
     train.add_argument("--resume", metavar="RUN_DIR", help="resume this run directory (same as --run-dir)")
     train.add_argument(
+        "--from", dest="from_spec", metavar="SPEC",
+        help="start a new run from this policy: a checkpoint or milestone folder, RUN@STEP (a milestone of "
+        "RUN), or a run directory (its newest checkpoint); weights and obs normalizer",
+    )  # fmt: skip
+    train.add_argument(
+        "--from-keep-step", action="store_true",
+        help="with --from: also take the optimizer state and continue the step counter (and stage)",
+    )  # fmt: skip
+    train.add_argument(
         "--render", action="store_true", help="stream arena 0 to a running RLViser at real-time speed (rlviser-py)"
     )
     train.add_argument(
@@ -89,6 +98,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config key, e.g. --set run.torch_threads=1 (repeatable)")  # fmt: skip
     bench.add_argument("--no-rlgym", action="store_true", help="skip the RLGym v2 baseline")
+    bench.add_argument("--collector", choices=("ray",),
+                       help="ray: training speed with 1 and 2 Ray actors vs in process, transfer sizes and times, "
+                            "the limits of N machines (docs/distributed.md)")  # fmt: skip
     bench.add_argument("--peer", choices=("rlgym-learn",),
                        help="also train this peer on the same match (needs `make peer-venv`)")  # fmt: skip
     bench.add_argument("--peer-venv", metavar="DIR", help="the peer's virtualenv (default: benchmarks/.peer-venv)")
@@ -136,13 +148,20 @@ def _cmd_train(args: argparse.Namespace, console: Console) -> int:
     for note in notes:
         console.print(f"note: {note}", soft_wrap=True)
     run_dir = Path(args.resume or args.run_dir or default_dir)
+    start = None
+    if args.from_spec is not None:
+        from speedflip.train.warmstart import resolve_start
+
+        start = resolve_start(args.from_spec, keep_step=args.from_keep_step)
+    elif args.from_keep_step:
+        raise ConfigError("--from-keep-step needs --from SPEC (the checkpoint or milestone to start from)")
     if cfg.gym.env_id is not None:
         from speedflip.gym.run import train_gym
 
-        return train_gym(cfg, run_dir, new=args.new, console=console)
+        return train_gym(cfg, run_dir, new=args.new, console=console, start=start)
     from speedflip.train.run import train
 
-    return train(cfg, run_dir, new=args.new, console=console, render=args.render)
+    return train(cfg, run_dir, new=args.new, console=console, render=args.render, start=start)
 
 
 def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
@@ -193,8 +212,14 @@ def _cmd_bench(args: argparse.Namespace, console: Console) -> int:
         peer_seconds=args.peer_seconds,
         peer_procs=args.peer_procs,
     )
-    results = run_bench(opts, console)
-    print_report(results, console)
+    if args.collector == "ray":
+        from speedflip.bench import print_ray_report, run_ray_bench
+
+        results = run_ray_bench(opts, console)
+        print_ray_report(results, console)
+    else:
+        results = run_bench(opts, console)
+        print_report(results, console)
     if args.json:
         console.print(f"results written to {write_json(results, args.json)}")
     return 0

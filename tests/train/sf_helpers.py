@@ -30,7 +30,7 @@ def tiny_config(**sections: dict[str, Any]) -> Config:
         },
     }
     for name, values in sections.items():
-        data[name] = {**data[name], **values}
+        data[name] = {**data.get(name, {}), **values}
     return build_config(data)
 
 

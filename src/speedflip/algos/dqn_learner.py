@@ -176,3 +176,15 @@ class DQNLearner:
         self.since_target = int(meta.get("since_target", 0))
         self.gradient_steps_done = int(meta.get("gradient_steps", 0))
         self._weights = None
+
+    def load_policy(self, state: LearnerState, keep_optimizer: bool = False) -> None:
+        """A warm start from another run's state: the Q-network (the target network starts as its copy);
+        with ``keep_optimizer`` also Adam's moments and the step and gradient-step counters (so epsilon
+        continues). The replay buffer starts empty."""
+        self.model.load_state_dict({k: v.to(self.device) for k, v in state.model.items()})
+        self.target.load_state_dict(self.model.state_dict())
+        if keep_optimizer:
+            self.optimizer.load_state_dict(state.optimizer)
+            self.global_step = int(state.meta.get("global_step", 0))
+            self.gradient_steps_done = int(state.meta.get("gradient_steps", 0))
+        self._weights = None

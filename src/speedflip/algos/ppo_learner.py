@@ -194,6 +194,18 @@ class PPOLearner:
         self.version = int(state.meta["iteration"])
         self.guard.snapshot()
 
+    def load_policy(self, state: LearnerState, keep_optimizer: bool = False) -> None:
+        """A warm start from another run's state: the network and the observation normalizer; with
+        ``keep_optimizer`` also Adam's moments and the update counter. The reward scaling starts afresh
+        (the new run's rewards may differ) and so do the RNGs (the new run's seed)."""
+        t = state.tensors
+        self.model.load_state_dict({k: v.to(self.device) for k, v in state.model.items()})
+        self.obs_rms.load_state_dict({k: t[f"obs_rms.{k}"].numpy() for k in ("mean", "var", "count")})
+        if keep_optimizer:
+            self.optimizer.load_state_dict(state.optimizer)
+            self.version = int(state.meta.get("iteration", 0))
+        self.guard.snapshot()
+
 
 def load_weights(model: torch.nn.Module, rms: RunningMeanStd | None, weights: PolicyWeights) -> None:
     """Put ``weights`` into an acting copy (a collector's network and observation statistics); any network

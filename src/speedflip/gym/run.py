@@ -43,6 +43,7 @@ from speedflip.provenance import config_hash, git_commit
 from speedflip.rollout import EpisodeStats
 from speedflip.schedule import ent_coef, learning_rate
 from speedflip.train import loop
+from speedflip.train.warmstart import StartPoint
 
 EVAL_SEED_OFFSET = 1_000_003
 """Evaluation env copies are seeded away from the training envs."""
@@ -66,14 +67,17 @@ def probe_spaces(cfg: Config) -> SpaceInfo:
         env.close()
 
 
-def train_gym(cfg: Config, run_dir: Path, new: bool = False, console: Console | None = None) -> int:
-    """Train (or resume) a Gymnasium run in ``run_dir`` through the one run loop; returns a process exit code."""
+def train_gym(
+    cfg: Config, run_dir: Path, new: bool = False, console: Console | None = None, start: StartPoint | None = None
+) -> int:
+    """Train (or resume) a Gymnasium run in ``run_dir`` through the one run loop; returns a process exit code.
+    ``start`` (``--from``) starts the new run from another run's policy."""
     compat = compat_for(cfg, probe_spaces(cfg))  # before the run dir is touched
 
     def make_session(resolved: Path) -> GymSession:
         return GymSession(cfg, resolved)
 
-    return loop.run(cfg, run_dir, compat, make_session, new, console)
+    return loop.run(cfg, run_dir, compat, make_session, new, console, None, start)
 
 
 class GymSession:
@@ -108,6 +112,7 @@ class GymSession:
         self.compat = compat_for(cfg, self.info)
         self.global_step = 0
         self.iteration = 0
+        self.lineage: list[dict[str, Any]] = []  # where this run started (--from), oldest ancestor last
         self.start = time.perf_counter()
         self.last_eval_step = -1
         self._schedule()
@@ -319,6 +324,7 @@ class GymSession:
             "numpy_rng": self.collector.rng_state(),
             "algo": self.cfg.algo,
             "env_id": self.env_id,
+            "lineage": self.lineage,
             "summary": {
                 "device": str(self.device),
                 "envs": self.cfg.gym.num_envs,
@@ -351,6 +357,20 @@ class GymSession:
         self.global_step = int(ckpt.meta["global_step"])
         self.iteration = int(ckpt.meta["iteration"])
         self.collector.reset(self.cfg.run.seed + self.global_step)
+        self._schedule()
+        lineage = ckpt.meta.get("lineage")
+        self.lineage = lineage if isinstance(lineage, list) else []
+
+    def start_from(self, start: StartPoint) -> None:
+        """Warm start (``--from``): the policy of ``start.path``; with ``start.keep_step`` also the optimizer
+        and the counters. The envs keep this run's seed; the replay buffer (DQN) starts empty."""
+        ckpt = load_checkpoint(start.path)
+        optimizer = optimizer_from_tensors(ckpt.optimizer_tensors, ckpt.optimizer_meta) if start.keep_step else {}
+        self.learner.load_policy(LearnerState(ckpt.model, optimizer, ckpt.state_tensors, ckpt.meta), start.keep_step)
+        if start.keep_step:
+            self.global_step = int(ckpt.meta["global_step"])
+            self.iteration = int(ckpt.meta["iteration"])
+        self.lineage = start.lineage()
         self._schedule()
 
     def close(self) -> None:

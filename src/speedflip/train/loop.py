@@ -30,6 +30,7 @@ from speedflip.errors import RunStoppedError
 from speedflip.train.metrics import JsonlSink, TensorBoardSink
 from speedflip.train.rundir import RunDirError, lock_run_dir, prepare_run_dir
 from speedflip.train.signals import StopFlag
+from speedflip.train.warmstart import StartPoint, check_fits, check_target
 
 
 class Session(Protocol):
@@ -43,6 +44,11 @@ class Session(Protocol):
 
     def load(self, path: Path) -> None:
         """Resume from a verified checkpoint of this run."""
+
+    def start_from(self, start: StartPoint) -> None:
+        """Warm-start a new run from another run's checkpoint or milestone (``--from``): its weights and
+        observation normalizer (with ``start.keep_step`` also the optimizer and counters); the checkpoints
+        this session saves record ``start.lineage()``."""
 
     def summary_rows(self, run_dir: Path, resumed_from: Path | None) -> list[tuple[str, str]]:
         """(key, value) rows of the summary table printed at start."""
@@ -81,15 +87,22 @@ def run(
     new: bool = False,
     console: Console | None = None,
     preflight: Callable[[Path], None] | None = None,
+    start: StartPoint | None = None,
 ) -> int:
     """Train (or resume) the run in ``run_dir``; returns a process exit code.
 
     ``compat`` is the network signature checkpoints must match (checked before anything is built);
-    ``preflight(run_dir)`` checks run files before anything is written (e.g. a foreign games.csv).
+    ``preflight(run_dir)`` checks run files before anything is written (e.g. a foreign games.csv);
+    ``start`` (``--from``) starts a new run from another run's policy: refused before anything is created
+    when its network does not fit, and inside the lock when ``run_dir`` already has checkpoints.
     """
     console = console or Console()
     run_dir = run_dir.resolve()  # `--run-dir .` keeps working after --new moves the old run aside
+    if start is not None:
+        check_fits(start, compat, cfg)
     with lock_run_dir(run_dir):
+        if start is not None:
+            check_target(start, run_dir, new)
         if preflight is not None and not new:
             preflight(run_dir)
         plan = prepare_run_dir(run_dir, compat, new)
@@ -103,10 +116,14 @@ def run(
         try:
             if plan.checkpoint is not None:
                 _load(session, plan.checkpoint)
+            elif start is not None:
+                _load(session, start.path, start)
             _write_config(cfg, run_dir)
             table = Table(title=session.title, show_header=False, title_justify="left")
             for key, value in session.summary_rows(run_dir, plan.checkpoint):
                 table.add_row(key, escape(value))
+                if key == "resumed from" and start is not None and plan.checkpoint is None:
+                    table.add_row("started from", escape(start.describe()))
             console.print(table)
             for note in dict.fromkeys(session.notes()):
                 console.print(f"note: {escape(note)}", soft_wrap=True)
@@ -136,10 +153,14 @@ def _write_config(cfg: Config, run_dir: Path) -> None:
         ) from None
 
 
-def _load(session: Session, path: Path) -> None:
-    """Load ``path``; a verified checkpoint that still does not fit is a clear error."""
+def _load(session: Session, path: Path, start: StartPoint | None = None) -> None:
+    """Load ``path`` (a resume, or with ``start`` a warm start); a verified checkpoint that still does not
+    fit is a clear error."""
     try:
-        session.load(path)
+        if start is None:
+            session.load(path)
+        else:
+            session.start_from(start)
     except CheckpointError:
         raise
     except (KeyError, ValueError, RuntimeError, TypeError, IndexError) as err:
