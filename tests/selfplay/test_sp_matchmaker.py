@@ -174,3 +174,35 @@ def test_sampling_follows_the_strategy(env: RocketLeagueVecEnv) -> None:
     for _ in range(50):
         mm.sample(np.arange(4))
         np.testing.assert_array_equal(mm.opponent[:2], [0, 0])
+
+
+def test_snapshots_act_in_one_stacked_pass_and_the_rule_bot_alone(
+    env: RocketLeagueVecEnv, run_1v1: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from speedflip.selfplay.stacked import StackedPolicies
+
+    ckpt = list_checkpoints(run_1v1 / "checkpoints")[-1]
+    mm = _matchmaker(env)  # the rule bot is member 0
+    for name in ("a", "b"):
+        shutil.copytree(ckpt, tmp_path / name / ckpt.name)
+        mm.add_snapshot(tmp_path / name / ckpt.name)
+    assert [m.name for m in mm.members] == ["rule", f"a@{ckpt.name}", f"b@{ckpt.name}"]
+    calls: list[np.ndarray] = []
+
+    def fake_act(self: StackedPolicies, obs: np.ndarray, members: np.ndarray) -> np.ndarray:
+        calls.append(members)
+        return np.asarray(members) + 100  # each row's slot in the stack, recognisable
+
+    monkeypatch.setattr(StackedPolicies, "act", fake_act)
+    actions = np.full(env.num_agents, _neutral(env), np.int64)
+    mm.opponent[:2] = [2, 1]  # arena 0 (orange opponent, row 1) plays b, arena 1 (blue, row 2) plays a
+    out = mm.fill_opponent_actions(actions, env.obs, env.state)
+    assert len(calls) == 1  # one batched pass for both snapshots
+    np.testing.assert_array_equal(out[[1, 2]], [101, 100])  # b is slot 1, a slot 0
+    np.testing.assert_array_equal(out[[0, 3, 4, 5, 6, 7]], actions[[0, 3, 4, 5, 6, 7]])
+    mm.opponent[:2] = [0, 1]  # the rule bot acts on its own rows
+    out = mm.fill_opponent_actions(actions, env.obs, env.state)
+    rule = RulePolicy(env.actions.table).act(env.state, env.car_teams)
+    assert out[1] == rule[1] and out[2] == 100

@@ -32,6 +32,7 @@ from speedflip.selfplay.league import REFERENCE_PLAYER, League, append_games
 from speedflip.selfplay.policies import NeuralPolicy, Policy, ScriptedPolicy
 from speedflip.selfplay.pool import Member, prune, sampling_weights
 from speedflip.selfplay.rule_policy import RulePolicy
+from speedflip.selfplay.stacked import StackedPolicies, can_stack
 
 LEARNER = "learner"
 _NO_STATE = GameArrays.empty(0, 0)  # neural opponents ignore the state argument
@@ -118,6 +119,8 @@ class Matchmaker:
         self.opponent = np.full(num_arenas, -1, np.int64)  # index into self.members per pool arena
         self.recent: list[float] = []  # learner scores of recent pool games
         self._pending_games: list[dict[str, Any]] = []
+        self._stack_key: tuple[str, ...] | None = None
+        self._stack: tuple[StackedPolicies, dict[int, int]] | None = None
 
     # ------------------------------------------------------------------ pool
     @property
@@ -195,23 +198,50 @@ class Matchmaker:
 
     # ------------------------------------------------------------------ acting
     def fill_opponent_actions(self, actions: Array, obs: Array, state: GameArrays | None) -> Array:
-        """Overwrite the rows of pool arenas that belong to opponents with the opponents' choices."""
+        """Overwrite the rows of pool arenas that belong to opponents with the opponents' choices.
+
+        Feed-forward snapshots of one architecture act together in one batched pass
+        (:class:`~speedflip.selfplay.stacked.StackedPolicies`); the rule bot and recurrent snapshots act
+        one by one.
+        """
         if self.pool_arenas == 0:
             return actions
         out = actions.copy()
         C = self.num_cars
-        for index in np.unique(self.opponent[: self.pool_arenas]).tolist():
-            arenas = np.flatnonzero(self.opponent[: self.pool_arenas] == index)
-            rows = (arenas[:, None] * C + np.arange(C)[None, :]).reshape(-1)
-            rows = rows[~self.learner_rows[rows]]
+        rows = (np.arange(self.pool_arenas)[:, None] * C + np.arange(C)[None, :]).reshape(-1)
+        rows = rows[~self.learner_rows[rows]]  # the opponents' cars of every pool arena
+        member_of_row = self.opponent[rows // C]
+        stacked, slots = self._stacked()
+        in_stack = np.isin(member_of_row, list(slots)) if slots else np.zeros(rows.size, bool)
+        if stacked is not None and in_stack.any():
+            chosen_rows = rows[in_stack]
+            out[chosen_rows] = stacked.act(obs[chosen_rows], np.array([slots[i] for i in member_of_row[in_stack]]))
+        for index in np.unique(member_of_row[~in_stack]).tolist():
             if index < 0:
                 continue  # empty pool: the learner's own choice drives these cars (self-play fallback)
             member = self.members[index]
             if state is None and member.path is None:
                 raise RuntimeError("the rule bot needs the arena state (in-process collector)")
             chosen = self._policy(member).act(obs, state if state is not None else _NO_STATE, self.car_teams)
-            out[rows] = chosen[rows]
+            member_rows = rows[member_of_row == index]
+            out[member_rows] = chosen[member_rows]
         return out
+
+    def _stacked(self) -> tuple[StackedPolicies | None, dict[int, int]]:
+        """The pool's snapshots as one :class:`StackedPolicies` and member index -> its slot there
+        (``{}`` when they cannot be stacked); rebuilt when the pool changes."""
+        neural = [i for i, m in enumerate(self.members) if m.path is not None]
+        key = tuple(self.members[i].name for i in neural)
+        if self._stack_key != key:
+            self._stack_key = key
+            policies = [self._policy(self.members[i]) for i in neural]
+            feed_forward = [p for p in policies if isinstance(p, NeuralPolicy)]
+            if len(feed_forward) == len(policies) and can_stack(feed_forward):
+                stacked = StackedPolicies(feed_forward, seed=int(self.rng.integers(2**31)))
+                self._stack = (stacked, {index: slot for slot, index in enumerate(neural)})
+            else:
+                self._stack = None
+        return self._stack if self._stack is not None else (None, {})
 
     def on_step(self, terminated: Array, truncated: Array, goal_team: Array | None, global_step: int) -> None:
         """Rate finished pool games and draw new opponents for those arenas."""
