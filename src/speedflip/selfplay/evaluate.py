@@ -12,8 +12,10 @@ from rich.table import Table
 from speedflip.checkpoint import CheckpointError, verify_checkpoint
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.jsonsafe import dumps
-from speedflip.selfplay.league import League, append_games
+from speedflip.selfplay.league import FIXED_RATINGS, League, append_games
+from speedflip.selfplay.league import Player as LeaguePlayer
 from speedflip.selfplay.match import OBS_KEYS, OBSERVATION_KEYS, Player, match_env_config, play_match, summarize
+from speedflip.selfplay.matchmaker import LEARNER
 from speedflip.selfplay.policies import NeuralPolicy, find_checkpoint, resolve_policy
 from speedflip.selfplay.userbot import UserBotPolicy
 
@@ -158,6 +160,7 @@ def run_eval(
 
 
 def run_league(run: str, plot: str | None, console: Console) -> int:
+    """Print the Elo table of a run dir's (or a ``league.json``'s) league and write its plot."""
     path = Path(run) / "league.json" if Path(run).is_dir() else Path(run)
     if not path.exists():
         console.print(f"no league table at {path} yet: rate checkpoints with `speedflip eval {run} rule`")
@@ -166,10 +169,14 @@ def run_league(run: str, plot: str | None, console: Console) -> int:
     if league.recovery_note:
         console.print(f"[yellow]{escape(league.recovery_note)}[/yellow]")
     table = Table(title=f"league {path}", title_justify="left")
-    for col in ("rank", "player", "Elo", "games", "step"):
+    for col in ("rank", "player", "Elo", "games", "step", "minutes"):
         table.add_column(col)
     for rank, p in enumerate(league.table(), 1):
-        table.add_row(str(rank), p.name, f"{p.rating:.0f}", str(p.games), "-" if p.step is None else f"{p.step:,}")
+        fixed = " (fixed)" if p.name in FIXED_RATINGS else ""
+        table.add_row(
+            str(rank), p.name + fixed, f"{p.rating:.0f}", str(p.games), "-" if p.step is None else f"{p.step:,}",
+            "-" if p.train_minutes is None else f"{p.train_minutes:.1f}",
+        )  # fmt: skip
     console.print(table)
     out = Path(plot) if plot else path.with_name("league.png")
     if write_plot(league, out):
@@ -178,21 +185,42 @@ def run_league(run: str, plot: str | None, console: Console) -> int:
 
 
 def write_plot(league: League, out: Path) -> bool:
-    """Ratings over games played, one line per player (PNG via matplotlib's Agg backend)."""
+    """Elo against agent steps (left) and wall-clock minutes of training (right), PNG via matplotlib's Agg.
+
+    One line for the run's rated milestones, horizontal lines for the fixed references (the rule bot and
+    the idle car); other players with a step (checkpoints rated with ``speedflip eval``) are points on the
+    left, one colour per run. Players without a step (the learner's pool rating, user bots, random) are
+    in the table only.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for p in league.table():
-        if p.history:
-            games, ratings = zip(*p.history, strict=True)
-            ax.plot(games, ratings, label=f"{p.name} ({p.rating:.0f})")
-    ax.set_xlabel("games played")
-    ax.set_ylabel("Elo")
-    ax.legend(loc="best", fontsize="small")
-    ax.grid(alpha=0.3)
+    fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    rated = [p for p in league.players.values() if p.games and p.step is not None and p.name not in FIXED_RATINGS]
+    milestones = sorted((p for p in rated if p.is_milestone), key=lambda p: p.step or 0)
+    if milestones:
+        label = f"milestones (newest {milestones[-1].rating:.0f})"
+        by_step.plot([p.step or 0 for p in milestones], [p.rating for p in milestones], marker="o", ms=3, label=label)
+        timed = [(p.train_minutes, p.rating) for p in milestones if p.train_minutes is not None]
+        by_time.plot([t for t, _ in timed], [r for _, r in timed], marker="o", ms=3, label=label)
+    runs: dict[str, list[LeaguePlayer]] = {}
+    for p in rated:
+        if not p.is_milestone and p.name != LEARNER:
+            runs.setdefault(p.name.rpartition("@")[0] or p.name, []).append(p)
+    for run, players in runs.items():
+        by_step.scatter([p.step or 0 for p in players], [p.rating for p in players], marker="x", label=run)
+    for (name, rating), colour in zip(FIXED_RATINGS.items(), ("tab:red", "tab:gray"), strict=True):
+        for ax in (by_step, by_time):
+            ax.axhline(rating, color=colour, ls="--", lw=1, label=f"{name} (fixed {rating:.0f})")
+    by_step.set_xlabel("agent steps")
+    by_time.set_xlabel("training minutes (wall clock)")
+    by_step.set_ylabel("Elo")
+    for ax in (by_step, by_time):
+        ax.grid(alpha=0.3)
+    by_step.legend(loc="best", fontsize="small")
+    fig.suptitle(f"league {league.path}", fontsize="small")
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)

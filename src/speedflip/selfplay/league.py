@@ -1,7 +1,8 @@
 """The league file (``league.json``: players and Elo ratings) and the game log (``games.csv``).
 
-The rule-based bot is the fixed reference: its rating stays at 1000 so that ratings from
-different runs and days are on one scale.
+Fixed references (:data:`FIXED_RATINGS`) never move: the rule-based bot stays at 1000, so that
+ratings from different runs and days are on one scale, and the idle car (never touches its controls)
+at its measured rating below it (:data:`IDLE_RATING`), the floor of the scale.
 """
 
 from __future__ import annotations
@@ -17,6 +18,14 @@ from typing import Any
 from speedflip.selfplay import elo
 
 REFERENCE_PLAYER = "rule"
+IDLE_PLAYER = "idle"
+# Measured, not chosen: `speedflip eval rule idle --games 300 --game-seconds 30 --league /tmp/idle/league.json`
+# (RocketSim 1v1 from kickoffs, sides swapped halfway, the milestone rating's game length; 2026-11-23 on an
+# "Intel Xeon Processor" 2-core machine) gave the rule bot 273 wins, 27 draws, 0 losses: a score rate s of
+# 0.955, so idle sits D = 400 * log10(s / (1 - s)) = 531 Elo below it (95% interval of s: 437-624 Elo): 469,
+# rounded to 470. 100 games of 60 s gave 86 / 14 / 0 (449 Elo). Used for every team size.
+IDLE_RATING = 470.0
+FIXED_RATINGS: dict[str, float] = {REFERENCE_PLAYER: elo.INITIAL_RATING, IDLE_PLAYER: IDLE_RATING}
 GAMES_FIELDS = [
     "time", "step", "player_a", "player_b", "team_size", "goals_a", "goals_b", "score_a",
     "a_is_blue", "touches_a", "touches_b", "shots_a", "shots_b", "saves_a", "saves_b", "seconds",
@@ -36,6 +45,12 @@ class Player:
     step: int | None = None
     path: str | None = None
     history: list[tuple[int, float]] = field(default_factory=list)  # (games played, rating)
+    train_minutes: float | None = None  # milestones: wall-clock minutes of training when made
+
+    @property
+    def is_milestone(self) -> bool:
+        """A snapshot of a training run (its folder is ``milestones/<stage>/<step>/``)."""
+        return self.path is not None and Path(self.path).parent.parent.name == "milestones"
 
 
 @dataclass
@@ -58,11 +73,12 @@ class League:
             players = {
                 name: Player(
                     name=name,
-                    rating=float(p["rating"]),
+                    rating=FIXED_RATINGS.get(name, float(p["rating"])),
                     games=int(p.get("games", 0)),
                     step=p.get("step"),
                     path=p.get("path"),
                     history=[(int(g), float(r)) for g, r in p.get("history", [])],
+                    train_minutes=None if p.get("train_minutes") is None else float(p["train_minutes"]),
                 )
                 for name, p in data["players"].items()
             }
@@ -89,6 +105,7 @@ class League:
                         replayed += 1
                     except (KeyError, ValueError, TypeError):
                         continue
+        league._restore_milestones(path.parent / "milestones")
         league.recovery_note = (
             f"league file '{path}' was corrupt ({problem}); it was kept as '{bad}' and the ratings were "
             f"rebuilt from {replayed} games in '{games}'"
@@ -96,26 +113,61 @@ class League:
         league.save()
         return league
 
-    def player(self, name: str, step: int | None = None, path: str | None = None) -> Player:
+    def _restore_milestones(self, milestones_dir: Path) -> None:
+        """After a rebuild: the folder and training minutes of milestone players (not in games.csv) from
+        ``milestones/<stage>/<step>/meta.json``."""
+        for p in self.players.values():
+            stage, sep, step = p.name.rpartition("@")
+            folder = milestones_dir / stage / step
+            if not sep or not (folder / "meta.json").is_file():
+                continue
+            p.path = p.path or str(folder)
+            try:
+                seconds = json.loads((folder / "meta.json").read_text()).get("train_seconds")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if isinstance(seconds, (int, float)):
+                p.train_minutes = float(seconds) / 60.0
+
+    def player(
+        self, name: str, step: int | None = None, path: str | None = None, train_minutes: float | None = None
+    ) -> Player:
+        """The player ``name`` (created at its fixed rating or 1000); fills a missing step, path or minutes."""
         if name not in self.players:
-            self.players[name] = Player(name, step=step, path=path)
+            self.players[name] = Player(name, rating=FIXED_RATINGS.get(name, elo.INITIAL_RATING), step=step, path=path)
         found = self.players[name]
         found.step = found.step if found.step is not None else step
         found.path = found.path or path
+        found.train_minutes = found.train_minutes if found.train_minutes is not None else train_minutes
         return found
 
     def record(self, name_a: str, name_b: str, score_a: float) -> tuple[float, float]:
-        """Update both ratings for one game (the reference player's never moves); returns them."""
+        """Update both ratings for one game (fixed references never move, see :data:`FIXED_RATINGS`);
+        returns them."""
         a, b = self.player(name_a), self.player(name_b)
         new_a, new_b = elo.update(a.rating, b.rating, score_a, self.k_factor)
-        if a.name != REFERENCE_PLAYER:
+        if a.name not in FIXED_RATINGS:
             a.rating = new_a
-        if b.name != REFERENCE_PLAYER:
+        if b.name not in FIXED_RATINGS:
             b.rating = new_b
+        self._count_game(a, b)
+        return a.rating, b.rating
+
+    def record_rated(self, name_a: str, name_b: str, rating_a: float) -> tuple[float, float]:
+        """Count one game in which A's rating was computed elsewhere (a milestone's performance rating,
+        :mod:`speedflip.selfplay.rating`): A gets ``rating_a``, B keeps its rating; returns both."""
+        if name_a in FIXED_RATINGS:
+            raise ValueError(f"'{name_a}' is a fixed reference; its rating is {FIXED_RATINGS[name_a]:g} by definition")
+        a, b = self.player(name_a), self.player(name_b)
+        a.rating = float(rating_a)
+        self._count_game(a, b)
+        return a.rating, b.rating
+
+    @staticmethod
+    def _count_game(a: Player, b: Player) -> None:
         for p in (a, b):
             p.games += 1
             p.history.append((p.games, round(p.rating, 2)))
-        return a.rating, b.rating
 
     def _replay(self, row: dict[str, str]) -> None:
         """Apply one games.csv row. Rows written by speedflip carry the ratings after the game, which
@@ -126,21 +178,22 @@ class League:
         if not row.get("rating_a") or not row.get("rating_b"):
             self.record(a.name, b.name, float(row["score_a"]))
             return
-        a.rating, b.rating = float(row["rating_a"]), float(row["rating_b"])
-        for p in (a, b):
-            p.games += 1
-            p.history.append((p.games, round(p.rating, 2)))
+        for p, rating in ((a, row["rating_a"]), (b, row["rating_b"])):
+            p.rating = FIXED_RATINGS.get(p.name, float(rating))
+        self._count_game(a, b)
 
     def save(self) -> None:
         data: dict[str, Any] = {
             "k_factor": self.k_factor,
             "reference": REFERENCE_PLAYER,
+            "fixed_ratings": FIXED_RATINGS,
             "players": {
                 name: {
                     "rating": p.rating,
                     "games": p.games,
                     "step": p.step,
                     "path": p.path,
+                    "train_minutes": p.train_minutes,
                     "history": p.history,
                 }
                 for name, p in self.players.items()

@@ -197,14 +197,26 @@ def reset_ended(ended: Array, *players: Player) -> None:
 
 
 def play_match(
-    env: RocketLeagueVecEnv, policy_a: Player, policy_b: Player, game_seconds: float = 120.0
+    env: RocketLeagueVecEnv, policy_a: Player, policy_b: Player | Sequence[Player], game_seconds: float = 120.0
 ) -> list[GameResult]:
     """Play one game per arena of ``env`` (built with :func:`match_env_config`); each player acts in its
-    own lookup table (see the module docstring)."""
+    own lookup table (see the module docstring).
+
+    ``policy_b`` is A's opponent in every game, or a sequence of one opponent per game (arena ``k``
+    plays ``policy_b[k]``), so games against several opponents run side by side in one env.
+    """
     K, C = env.num_arenas, env.num_cars
+    opponents: list[Player] = list(policy_b) if isinstance(policy_b, Sequence) else [policy_b] * K
+    if len(opponents) != K:
+        raise ValueError(f"play_match got {len(opponents)} opponents for {K} games; give one per game (arena)")
     a_is_blue = np.arange(K) < math.ceil(K / 2)
     car_is_blue = env.car_teams == L.BLUE
     a_rows = (a_is_blue[:, None] == car_is_blue[None, :]).reshape(-1)  # [K*C]
+    distinct = list({id(p): p for p in opponents}.values())
+    sides: list[tuple[Player, Array]] = [(policy_a, a_rows)]
+    for player in distinct:
+        plays = np.repeat(np.array([o is player for o in opponents]), C)  # [K*C]: the arenas it plays in
+        sides.append((player, ~a_rows & plays))
     goals_blue = np.zeros(K, np.int64)
     goals_orange = np.zeros(K, np.int64)
     touches = np.zeros((K, C), np.int64)
@@ -212,9 +224,9 @@ def play_match(
     start_stats = _car_stats(env)
     steps = math.ceil(game_seconds * L.TICK_RATE / env.cfg.tick_skip)
     for _ in range(steps):
-        actions, custom = step_inputs(env, obs, ((policy_a, a_rows), (policy_b, ~a_rows)))
+        actions, custom = step_inputs(env, obs, sides)
         result = env.step(actions, custom)
-        reset_ended(result.terminated | result.truncated, policy_a, policy_b)
+        reset_ended(result.terminated | result.truncated, policy_a, *distinct)
         rewards = result.rewards.reshape(K, C)[:, 0]  # car 0 is blue: +1 blue goal, -1 orange goal
         goals_blue += (result.terminated.reshape(K, C)[:, 0] & (rewards > 0)).astype(np.int64)
         goals_orange += (result.terminated.reshape(K, C)[:, 0] & (rewards < 0)).astype(np.int64)

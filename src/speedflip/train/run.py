@@ -8,6 +8,7 @@ what happens between iterations: periodic evaluation against the rule bot, pool 
 from __future__ import annotations
 
 import csv
+import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from speedflip.models.build import recurrent_spec
 from speedflip.provenance import config_hash, git_commit
 from speedflip.schedule import stage_config
 from speedflip.selfplay.league import GAMES_FIELDS, LeagueError
+from speedflip.selfplay.rating import RatingError, rate_milestone, rating_unavailable
 from speedflip.train.loop import checkpoint_meta
 from speedflip.train.loop import run as run_loop
 from speedflip.train.notify import post_milestone
@@ -78,6 +80,11 @@ class RocketLeagueSession:
         except BaseException:
             self.trainer.close()
             raise
+        # wall-clock time over the whole run (earlier sessions' from the checkpoint meta): training, and
+        # the milestone rating's share of it (perf/rating_share)
+        self.train_seconds_before = 0.0
+        self.rating_seconds_total = 0.0
+        self._session_start: float | None = None
         self._schedule_next()
 
     @property
@@ -92,11 +99,27 @@ class RocketLeagueSession:
 
     def load(self, path: Path) -> None:
         self.trainer.load(path)
+        meta = json.loads((path / "meta.json").read_text())
+        self.train_seconds_before = float(meta.get("train_seconds", 0.0))
+        self.rating_seconds_total = float(meta.get("rating_seconds", 0.0))
         self._schedule_next()
+
+    def train_seconds(self) -> float:
+        """Wall-clock seconds of training in this run so far, earlier sessions included."""
+        now = time.perf_counter()
+        return self.train_seconds_before + now - (self._session_start if self._session_start is not None else now)
+
+    def _clock_meta(self) -> dict[str, float]:
+        """What checkpoints and milestones store of the clocks, so they continue after a resume."""
+        return {"train_seconds": self.train_seconds(), "rating_seconds": self.rating_seconds_total}
 
     def notes(self) -> list[str]:
         recovered = self.trainer.matchmaker.league.recovery_note
-        return [*([recovered] if recovered else []), *self.trainer.notes, *self.trainer.matchmaker.notes]
+        unrated = rating_unavailable(self.trainer.env_cfg.env) if self.cfg.selfplay.rate_milestones else None
+        return [
+            *([recovered] if recovered else []), *self.trainer.notes, *self.trainer.matchmaker.notes,
+            *([f"milestones are not rated ({unrated})"] if unrated else []),
+        ]  # fmt: skip
 
     def summary_rows(self, run_dir: Path, resumed_from: Path | None) -> list[tuple[str, str]]:
         cfg, trainer = self.cfg, self.trainer
@@ -114,12 +137,15 @@ class RocketLeagueSession:
              f"{cfg.batch_size:,} / {cfg.ppo.minibatch_size:,} x {cfg.ppo.update_epochs} epochs"),
             ("budget",
              f"{cfg.run.total_steps:,} agent steps, checkpoint every {cfg.run.checkpoint_interval_steps:,}"),
+            ("milestones", _describe_milestones(cfg)),
             ("rewards", ", ".join(f"{k} {v:g}" for k, v in cfg.env.rewards.items())),
             ("owner / commit / config", f"{cfg.run.owner} / {git_commit() or '-'} / {config_hash(cfg)}"),
         ]  # fmt: skip
 
     def iterate(self) -> dict[str, Any]:
         trainer = self.trainer
+        if self._session_start is None:
+            self._session_start = time.perf_counter()
         batch, raw_obs, stats = trainer.collect()
         learn_start = time.perf_counter()
         metrics = trainer.update(batch, raw_obs)
@@ -140,11 +166,14 @@ class RocketLeagueSession:
         trainer.matchmaker.flush()
         if trainer.global_step >= self.next_milestone:
             meta = {**checkpoint_meta(record), "phase": trainer.stage_name, "timestamp": time.time()}
-            path = trainer.milestone(meta)
+            path = trainer.milestone({**meta, **self._clock_meta()})
             self.next_milestone = (trainer.global_step // sp.snapshot_interval_steps + 1) * sp.snapshot_interval_steps
-            post_milestone(path, meta, trainer.matchmaker.learner_elo, console)
+            rating = self._rate_milestone(path, record, console) if path is not None else None
+            post_milestone(path, meta, trainer.matchmaker.learner_elo if rating is None else rating, console)
             if path is not None and self.cfg.run.milestone_replays:
                 _milestone_replay(path, self.run_dir, console)
+        if sp.rate_milestones:
+            record["perf/rating_share"] = self.rating_seconds_total / max(self.train_seconds(), 1e-9)
         for message in (trainer.advance_reward_phase(record), trainer.advance_curriculum()):
             if message:
                 console.print(message, soft_wrap=True)
@@ -155,11 +184,51 @@ class RocketLeagueSession:
             "extra": f"touches/min {_fmt(record['charts/touches_per_minute'])}",
         }
 
+    def _rate_milestone(self, path: Path, record: dict[str, Any], console: Console) -> float | None:
+        """Rate the new milestone (:mod:`speedflip.selfplay.rating`), timed into ``perf/rating_seconds``;
+        returns its Elo (``None``: off or not possible here; a rating never stops training)."""
+        trainer = self.trainer
+        if not self.cfg.selfplay.rate_milestones or rating_unavailable(trainer.env_cfg.env) is not None:
+            return None
+        start = time.perf_counter()
+        try:
+            rated = rate_milestone(
+                path, trainer.matchmaker.league, trainer.env_cfg.env, self.cfg.selfplay,
+                self.cfg.run.seed + trainer.iteration, self.run_dir / "games.csv", self.train_seconds() / 60.0,
+            )  # fmt: skip
+        except (RatingError, CheckpointError) as err:
+            console.print(f"note: milestone {path} not rated ({err})", soft_wrap=True)
+            return None
+        finally:
+            seconds = time.perf_counter() - start
+            self.rating_seconds_total += seconds
+        record["perf/rating_seconds"] = seconds
+        record["selfplay/milestone_elo"] = rated.rating
+        console.print(f"milestone rated in {seconds:.1f} s: {rated.describe()}", soft_wrap=True)
+        for note in rated.notes:
+            console.print(f"note: {note}", soft_wrap=True)
+        return rated.rating
+
     def save(self, checkpoints_dir: Path, meta: dict[str, Any]) -> Path:
-        return self.trainer.save(checkpoints_dir, meta)
+        return self.trainer.save(checkpoints_dir, {**meta, **self._clock_meta()})
 
     def finish(self, console: Console, run_dir: Path) -> None:
-        return None
+        """Say what the milestone rating cost and leave the league plot (``league.png``)."""
+        from speedflip.selfplay.evaluate import write_plot
+
+        if self.rating_seconds_total > 0:
+            train = self.train_seconds()
+            console.print(
+                f"milestone rating: {self.rating_seconds_total:.1f} s of {train:.0f} s of training "
+                f"({self.rating_seconds_total / max(train, 1e-9):.1%})"
+            )
+        plot = run_dir / "league.png"
+        try:
+            write_plot(self.trainer.matchmaker.league, plot)
+        except OSError as err:
+            console.print(f"note: no league plot ({err})", soft_wrap=True)
+            return
+        console.print(f"league: {plot} (table: speedflip league {run_dir})", soft_wrap=True)
 
     def close(self) -> None:
         try:
@@ -167,6 +236,15 @@ class RocketLeagueSession:
                 self.view.close()
         finally:
             self.trainer.close()
+
+
+def _describe_milestones(cfg: Config) -> str:
+    sp = cfg.selfplay
+    every = f"every {sp.snapshot_interval_steps:,} agent steps"
+    if not sp.rate_milestones:
+        return f"{every}, not rated (selfplay.rate_milestones=false)"
+    return (f"{every}, rated in {sp.rating_games} games of {sp.rating_game_seconds:g} s vs the rule bot, idle and "
+            f"up to {sp.rating_opponents} earlier milestones")  # fmt: skip
 
 
 def _describe_network(cfg: Config, trainer: Trainer) -> str:
