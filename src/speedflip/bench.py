@@ -45,6 +45,7 @@ from rich.table import Table
 
 from speedflip import __version__
 from speedflip.collect import choose_collector
+from speedflip.collect.arena_collector import ArenaCollector
 from speedflip.collect.multiprocess import MultiProcessVecEnv
 from speedflip.config import Config, ConfigError, config_to_dict, resolve_config
 from speedflip.env.arenas import Arenas
@@ -588,12 +589,14 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     instrument(ip_env.arenas, "step", "physics", watch)
     instrument(ip_env.obs_builder, "build", "obs", watch)
     instrument(ip_env.reward_fn, "__call__", "reward", watch)
+    assert isinstance(ip.collector, ArenaCollector)
     instrument(ip.collector.model, "act", "inference", watch)
     instrument(ip.collector.model, "value", "inference", watch)
     mp = Trainer(_with(cfg, collector="multiprocess"))
     mp_env = mp.env
     assert isinstance(mp_env, MultiProcessVecEnv)
     instrument(mp_env, "step", "env_step", mp_watch)
+    assert isinstance(mp.collector, ArenaCollector)
     instrument(mp.collector.model, "act", "inference", mp_watch)
     instrument(mp.collector.model, "value", "inference", mp_watch)
     pipelined = PipelinedLoop(cfg) if K >= 2 else None
@@ -942,3 +945,133 @@ def write_json(results: dict[str, Any], path: str | Path) -> Path:
         out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2, default=float) + "\n")
     return out
+
+
+# ---------------------------------------------------------------------- speedflip bench --collector ray
+RAY_BENCH_ACTORS = (1, 2)
+
+
+def _train_for(trainer: Any, seconds: float, warmup_iterations: int = 2) -> dict[str, Any]:
+    """Train (collect + update, as `speedflip train` does) for ``seconds`` after ``warmup_iterations``;
+    the agent steps per second and the means of the collector's per-iteration figures."""
+    for _ in range(warmup_iterations):
+        batch, raw_obs, _ = trainer.collect()
+        trainer.update(batch, raw_obs)
+    steps, updates, figures = 0, [], []
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        batch, raw_obs, stats = trainer.collect()
+        metrics = trainer.update(batch, raw_obs)
+        steps += stats.steps
+        updates.append(metrics["update_seconds"] / stats.steps)
+        figures.append(trainer.collector.metrics())
+    elapsed = time.perf_counter() - start
+    out: dict[str, Any] = {
+        "agent_sps": steps / elapsed,
+        "iterations": len(updates),
+        "update_seconds_per_agent_step": float(np.mean(updates)),
+        "steps_per_rollout": stats.steps,
+    }
+    for key in sorted({k for f in figures for k in f}):
+        values = [f[key] for f in figures if f.get(key) is not None]
+        if values:
+            out[key] = float(np.mean(values)) if not key.startswith("health/") else float(values[-1])
+    return out
+
+
+def run_ray_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, Any]:
+    """``speedflip bench --collector ray``: end-to-end training speed with the in-process collector and
+    with 1 and 2 Ray actors (a local cluster on this machine), the same config; what goes over the
+    network per update and per rollout; and, from those figures, the limits of N machines."""
+    from speedflip.collect.ray_collector import import_ray
+    from speedflip.train.trainer import Trainer
+
+    console = console or Console()
+    ray = import_ray()
+    cfg = _bench_config(opts.preset, opts.arenas, opts.overrides)
+    cores = os.cpu_count() or 1
+    say = console.log
+    runs: dict[str, dict[str, Any]] = {}
+    say(f"bench --collector ray: preset {opts.preset}, {cfg.env.num_arenas} arenas per collector, {cores} cores, "
+        f"{opts.seconds:g} s of training each")  # fmt: skip
+    trainer = Trainer(_with(cfg, collector="inprocess"))
+    try:
+        runs["inprocess"] = _train_for(trainer, opts.seconds)
+    finally:
+        trainer.close()
+    ray.init(address="local", num_cpus=cores, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    try:
+        for actors in RAY_BENCH_ACTORS:
+            if actors > cores:
+                continue
+            say(f"{actors} Ray actor(s)")
+            trainer = Trainer(_with(cfg, collector="ray", ray_actors=actors, max_policy_lag=actors))
+            try:
+                runs[f"ray_{actors}"] = _train_for(trainer, opts.seconds)
+            finally:
+                trainer.close()
+    finally:
+        ray.shutdown()
+    return {"preset": opts.preset, "arenas_per_collector": cfg.env.num_arenas, "cores": cores, "runs": runs,
+            "paper": ray_limits(runs)}  # fmt: skip
+
+
+def ray_limits(runs: dict[str, dict[str, Any]], cores_per_machine: int = 16) -> dict[str, float | None]:
+    """On paper, from the measured figures: how many 1-CPU actors one learner can feed and the bandwidth
+    it needs (the arithmetic is in docs/distributed.md)."""
+    one = runs.get("ray_1")
+    if not one or not one.get("perf/actor_collect_seconds"):
+        return {}
+    steps = float(one["steps_per_rollout"])
+    actor_sps = steps / one["perf/actor_collect_seconds"]  # one actor, one CPU, collecting alone
+    learner_sps = 1.0 / one["update_seconds_per_agent_step"]  # this machine's CPU learner
+    rollout_bytes_per_step = one["perf/rollout_bytes"] / steps
+    updates_per_second = learner_sps / steps
+    machines = learner_sps / (actor_sps * cores_per_machine)
+    return {
+        "actor_agent_sps": actor_sps,
+        "learner_agent_sps": learner_sps,
+        "actors_one_learner_feeds": learner_sps / actor_sps,
+        "machines_of_16_cores_one_learner_feeds": machines,
+        "rollout_bytes_per_agent_step": rollout_bytes_per_step,
+        "learner_ingress_bytes_per_second": learner_sps * rollout_bytes_per_step,
+        "weights_bytes": one.get("perf/weights_bytes"),
+        "updates_per_second": updates_per_second,
+        "weights_egress_bytes_per_second_per_node": (one.get("perf/weights_bytes") or 0.0) * updates_per_second,
+    }
+
+
+def print_ray_report(r: dict[str, Any], console: Console) -> None:
+    """The table of :func:`run_ray_bench`."""
+    table = Table(title=f"speedflip bench --collector ray ({r['preset']}, {r['arenas_per_collector']} arenas per "
+                  f"collector, {r['cores']} cores)")  # fmt: skip
+    for column in ("collector", "agent steps/s", "update s/iter", "wait s/iter", "weights KB", "put ms",
+                   "rollout KB", "get ms", "lag", "dropped"):  # fmt: skip
+        table.add_column(column, justify="right")
+    for name, m in r["runs"].items():
+        table.add_row(
+            name, _fmt(m["agent_sps"]), _fmt(m["update_seconds_per_agent_step"] * m["steps_per_rollout"], ".3f"),
+            _fmt(m.get("perf/rollout_wait_seconds"), ".3f"), _fmt(_kb(m.get("perf/weights_bytes")), ",.1f"),
+            _fmt(_ms(m.get("perf/weights_put_seconds")), ".2f"), _fmt(_kb(m.get("perf/rollout_bytes")), ",.1f"),
+            _fmt(_ms(m.get("perf/rollout_get_seconds")), ".2f"), _fmt(m.get("perf/policy_lag"), ".2f"),
+            _fmt(m.get("health/dropped_stale_rollouts"), ".0f"),
+        )  # fmt: skip
+    console.print(table)
+    p = r["paper"]
+    if p:
+        console.print(
+            f"on paper: one actor collects {p['actor_agent_sps']:,.0f} agent steps/s, this learner trains "
+            f"{p['learner_agent_sps']:,.0f}: it feeds {p['actors_one_learner_feeds']:.1f} actors "
+            f"({p['machines_of_16_cores_one_learner_feeds']:.2f} machines of 16 cores) and then receives "
+            f"{p['learner_ingress_bytes_per_second'] / 1e6:,.1f} MB/s of rollouts; weights out: "
+            f"{p['weights_egress_bytes_per_second_per_node'] / 1e6:,.2f} MB/s per node (docs/distributed.md)",
+            soft_wrap=True,
+        )
+
+
+def _kb(x: float | None) -> float | None:
+    return None if x is None else x / 1024
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None else x * 1000

@@ -305,11 +305,34 @@ class RunConfig(_Strict):
         description="torch threads during a Rocket League PPO update (collection keeps run.torch_threads); "
         "0 = every CPU core. Ignored with run.overlap_collection (both run at once)",
     )
-    collector: Literal["auto", "inprocess", "multiprocess"] = Field(
+    collector: Literal["auto", "inprocess", "multiprocess", "ray"] = Field(
         "auto",
         description="rollout collection backend: 'inprocess' (physics threads in this process), "
-        "'multiprocess' (worker processes over shared memory), 'auto' (inprocess below 4 CPU "
+        "'multiprocess' (worker processes over shared memory), 'ray' (Ray actors on this machine or a "
+        "cluster, pip install 'speedflip[ray]'; docs/distributed.md), 'auto' (inprocess below 4 CPU "
         "cores, multiprocess from 4; see docs/performance.md)",
+    )
+    ray_address: str = Field(
+        "",
+        pattern=r"^(auto|[A-Za-z0-9._\-]+:[0-9]{1,5})?$",
+        description="run.collector=ray: the cluster to join: 'auto' (the one `ray start` runs on this machine), "
+        "'host:port' of its head, or '' (a private local cluster for this run only)",
+    )
+    ray_actors: int = Field(
+        2, ge=1, le=4096, description="run.collector=ray: actors, each with env.num_arenas arenas and a CPU policy copy"
+    )
+    ray_cpus_per_actor: float = Field(
+        1.0, gt=0, le=1024, description="run.collector=ray: CPUs Ray reserves per actor (its physics threads)"
+    )
+    max_policy_lag: int = Field(
+        2,
+        ge=0,
+        le=1000,
+        description="run.collector=ray: a rollout acted by weights more than this many updates older than the "
+        "learner's is dropped (health/dropped_stale_rollouts); 0 = no overlap of collection and learning",
+    )
+    ray_dashboard: bool = Field(
+        False, description="run.collector=ray with a local cluster: start Ray's dashboard (off: docs/distributed.md)"
     )
     num_workers: int = Field(
         0, ge=0, description="worker processes of the multiprocess collector; 0 = auto (one per CPU core)"

@@ -4,6 +4,9 @@
   in a thread pool (``Arena.step`` releases the GIL), observations and rewards in the main thread.
 - ``multiprocess``: :class:`~speedflip.collect.multiprocess.MultiProcessVecEnv`; worker processes
   own the arenas and compute observations and rewards too, over shared memory.
+- ``ray``: :class:`~speedflip.collect.ray_collector.RayCollector`; Ray actors on this machine or a
+  cluster, each an in-process collector with its own arenas, return whole rollouts (optional extra
+  ``speedflip[ray]``; Ray is imported only when a run asks for it).
 
 :func:`make_vec_env` picks one from the config (``run.collector``, ``run.num_workers``,
 ``run.num_threads``) and the machine's core count; :func:`choose_collector` says which and why.
@@ -17,6 +20,7 @@ that cannot is a :class:`~speedflip.config.ConfigError` naming the setting and b
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from dataclasses import dataclass, fields
@@ -28,7 +32,7 @@ if TYPE_CHECKING:
     from speedflip.collect.base import VecEnv
     from speedflip.config import Config
 
-Backend = Literal["inprocess", "multiprocess"]
+Backend = Literal["inprocess", "multiprocess", "ray"]
 
 # From this many cores on, `auto` uses worker processes. On the 2-core development machine in-process
 # collection was as fast as two workers or faster in every run; workers gained more per added core
@@ -41,8 +45,8 @@ class CollectorPlan:
     """The backend and thread/process counts a config resolves to on this machine."""
 
     backend: Backend
-    num_workers: int  # worker processes (0 for inprocess)
-    physics_threads: int  # per worker for multiprocess, in total for inprocess
+    num_workers: int  # worker processes (0 for inprocess), Ray actors for ray
+    physics_threads: int  # per worker for multiprocess and ray, in total for inprocess
     reason: str
 
 
@@ -78,6 +82,11 @@ CAPABILITIES: dict[Backend, Capabilities] = {
         continuous_actions=False, multi_discrete_actions=False, action_masks=False, rule_bot=False, recurrent=True,
         render=False, rlgym=False,
     ),
+    # every actor is an in-process collector; only what must reach this process stays out of reach
+    "ray": Capabilities(
+        continuous_actions=True, multi_discrete_actions=True, action_masks=True, rule_bot=True, recurrent=True,
+        render=False, rlgym=False,
+    ),
 }  # fmt: skip
 
 # why worker processes cannot drive a capability (for the messages)
@@ -90,6 +99,14 @@ _WHY_NOT_MULTIPROCESS = {
     "rlgym": "the RLGym adapter runs its envs in this process",
     "recurrent": "",
 }
+_WHY_NOT_RAY = {
+    "render": "RLViser is sent the arena state, which stays in the Ray actors",
+    "rlgym": "the actors build speedflip's own env from the config; an RLGym factory would have to be on every node",
+}
+RAY_INSTALL_MESSAGE = (
+    "run.collector=ray needs Ray, an optional extra: pip install 'speedflip[ray]' (the same on every node of "
+    "the cluster), or set run.collector=inprocess"
+)
 
 
 @dataclass(frozen=True)
@@ -153,7 +170,7 @@ def unsupported_message(backend: Backend, missing: list[Requirement]) -> str:
     or env.action_form=table``, one sentence per missing capability."""
     parts = []
     for r in missing:
-        why = _WHY_NOT_MULTIPROCESS.get(r.capability, "") if backend == "multiprocess" else ""
+        why = {"multiprocess": _WHY_NOT_MULTIPROCESS, "ray": _WHY_NOT_RAY}.get(backend, {}).get(r.capability, "")
         because = f" ({why})" if why else ""
         parts.append(
             f"run.collector={backend} cannot drive {r.setting}{because}: set run.collector=inprocess or {r.turn_off}"
@@ -177,6 +194,8 @@ def choose_collector(cfg: Config, cores: int | None = None, render: bool = False
     """
     cores = cores or available_cores()
     run = cfg.run
+    if run.collector == "ray":
+        return _ray_plan(cfg, render)
     missing = missing_capabilities("multiprocess", required_capabilities(cfg, render))
     if run.collector == "auto":
         if cores < AUTO_MULTIPROCESS_MIN_CORES:
@@ -202,6 +221,20 @@ def choose_collector(cfg: Config, cores: int | None = None, render: bool = False
     workers = min(run.num_workers or cores, cfg.env.num_arenas)
     threads = max(1, run.num_threads // workers) if run.num_threads else 1
     return CollectorPlan("multiprocess", workers, threads, reason)
+
+
+def _ray_plan(cfg: Config, render: bool) -> CollectorPlan:
+    """``run.collector: ray``: refused when the actors cannot drive the config or Ray is not installed
+    (looked up without importing it)."""
+    missing = missing_capabilities("ray", required_capabilities(cfg, render))
+    if missing:
+        raise ConfigError(unsupported_message("ray", missing))
+    if importlib.util.find_spec("ray") is None:
+        raise ConfigError(RAY_INSTALL_MESSAGE)
+    run = cfg.run
+    where = run.ray_address or "a local cluster"
+    reason = f"set by run.collector: {run.ray_actors} Ray actors x {cfg.env.num_arenas} arenas on {where}"
+    return CollectorPlan("ray", run.ray_actors, max(1, int(run.ray_cpus_per_actor)), reason)
 
 
 def check_collector(cfg: Config, render: bool = False, cores: int | None = None) -> CollectorPlan:
@@ -240,6 +273,7 @@ def make_vec_env(cfg: Config, seed: int | None = None) -> VecEnv:
 
 __all__ = [
     "CAPABILITIES",
+    "RAY_INSTALL_MESSAGE",
     "Capabilities",
     "CollectorPlan",
     "Requirement",

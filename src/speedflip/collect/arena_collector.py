@@ -149,6 +149,10 @@ class ArenaCollector:
         except CollectorError:
             return self.rng_state_at_start
 
+    def metrics(self) -> dict[str, float | None]:
+        """The backend's own metrics for the iteration record (none in process; see the Ray collector)."""
+        return {}
+
     def collect(self, weights: PolicyWeights, global_step: int = 0) -> Rollout:
         """``num_steps`` steps in every arena, acted by ``weights``; ``global_step`` (agent steps so far)
         dates the rated pool games in ``games.csv``.

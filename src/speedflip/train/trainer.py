@@ -15,7 +15,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -46,6 +46,9 @@ from speedflip.selfplay.matchmaker import Matchmaker
 from speedflip.train.evaluation import evaluate_vs_rule
 from speedflip.train.rundir import compat_signature
 from speedflip.train.signals import StopFlag
+
+if TYPE_CHECKING:
+    from speedflip.collect.ray_collector import RayCollector
 
 
 @contextlib.contextmanager
@@ -110,16 +113,23 @@ class Trainer:
         assert form in HEAD_FOR_FORM
         return build_policy_model(self.cfg, obs_dim, num_actions, form, self.env_cfg.env.action_bins)
 
-    def _new_collector(self) -> ArenaCollector:
-        """The collector of the current curriculum stage, with the current reward phase applied."""
+    def _new_collector(self) -> ArenaCollector | RayCollector:
+        """The collector of the current curriculum stage, with the current reward phase applied
+        (Ray actors with ``run.collector: ray``, imported only then)."""
         self.env_cfg = stage_config(self.cfg, self.stage)
-        collector = ArenaCollector(self.cfg, self.stage, self._build_model, self.device, self.run_dir)
+        collector: ArenaCollector | RayCollector
+        if self.cfg.run.collector == "ray":
+            from speedflip.collect.ray_collector import RayCollector
+
+            collector = RayCollector(self.cfg, self.stage, self.run_dir)
+        else:
+            collector = ArenaCollector(self.cfg, self.stage, self._build_model, self.device, self.run_dir)
         self.env_cfg = collector.env_cfg
         self._apply_reward_phase(collector)
         self.notes += collector.notes
         return collector
 
-    def _apply_reward_phase(self, collector: ArenaCollector) -> None:
+    def _apply_reward_phase(self, collector: ArenaCollector | RayCollector) -> None:
         env_cfg = collector.env_cfg.env
         if env_cfg.reward_phases:
             collector.env.set_reward_weights(
@@ -384,4 +394,5 @@ def summarize_iteration(
     record["charts/learning_rate"] = metrics.get("learning_rate")
     for name, mean in stats.reward_means.items():
         record[f"rewards/{name}"] = mean
+    record.update(trainer.collector.metrics())  # the backend's own (Ray: actor restarts, stale rollouts, transfers)
     return record
