@@ -32,6 +32,7 @@ from speedflip.train.loop import run as run_loop
 from speedflip.train.notify import post_milestone
 from speedflip.train.rundir import compat_signature
 from speedflip.train.trainer import Trainer, summarize_iteration
+from speedflip.train.warmstart import StartPoint
 
 if TYPE_CHECKING:
     from speedflip.watch.live import LiveView
@@ -41,8 +42,17 @@ def _fmt(value: Any, spec: str = ".2f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None = None, render: bool = False) -> int:
+def train(
+    cfg: Config,
+    run_dir: Path,
+    new: bool = False,
+    console: Console | None = None,
+    render: bool = False,
+    start: StartPoint | None = None,
+) -> int:
     """Train (or resume) the Rocket League run in ``run_dir``; returns a process exit code.
+
+    ``start`` (``--from``, see :mod:`speedflip.train.warmstart`) starts the new run from another run's policy.
 
     ``render``: stream arena 0 to RLViser at real-time speed (in-process collector; the other arenas
     are not slowed: states are copied only while a segment is filling, a thread plays them).
@@ -55,7 +65,7 @@ def train(cfg: Config, run_dir: Path, new: bool = False, console: Console | None
     def make_session(resolved: Path) -> RocketLeagueSession:
         return RocketLeagueSession(cfg, resolved, console, render)
 
-    return run_loop(cfg, run_dir, expected_compat(cfg), make_session, new, console, check_run_files)
+    return run_loop(cfg, run_dir, expected_compat(cfg), make_session, new, console, check_run_files, start)
 
 
 def check_run_files(run_dir: Path) -> None:
@@ -112,6 +122,10 @@ class RocketLeagueSession:
     def _clock_meta(self) -> dict[str, float]:
         """What checkpoints and milestones store of the clocks, so they continue after a resume."""
         return {"train_seconds": self.train_seconds(), "rating_seconds": self.rating_seconds_total}
+
+    def start_from(self, start: StartPoint) -> None:
+        self.trainer.start_from(start.path, start.keep_step, start.lineage())
+        self._schedule_next()
 
     def notes(self) -> list[str]:
         recovered = self.trainer.matchmaker.league.recovery_note

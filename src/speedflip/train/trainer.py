@@ -92,6 +92,7 @@ class Trainer:
         self.reward_phase = 0
         self.global_step = 0
         self.last_eval: dict[str, float | None] = {}
+        self.lineage: list[dict[str, Any]] = []  # where this run started (--from), oldest ancestor last
         self.collector = self._new_collector()
         env = self.collector.env
         self.action_form = self.env_cfg.env.action_form
@@ -272,6 +273,7 @@ class Trainer:
             "reward_phase_name": self.reward_phase_name,
             "stage_name": self.stage_name,
             "learner_elo": self.matchmaker.learner_elo,
+            "lineage": self.lineage,
             "summary": {
                 "device": str(self.device),
                 "arenas": env.num_arenas,
@@ -296,18 +298,36 @@ class Trainer:
     def load(self, path: Path) -> None:
         """Restore the learner, the counters, the stage and phase and the arenas' RNG from ``path``."""
         ckpt = load_checkpoint(path)
-        stage = int(ckpt.meta.get("stage", 0))
+        self._restore_schedule(ckpt.meta)
+        optimizer = optimizer_from_tensors(ckpt.optimizer_tensors, ckpt.optimizer_meta)
+        self.learner.load_state_dict(LearnerState(ckpt.model, optimizer, ckpt.state_tensors, ckpt.meta))
+        self.env.set_rng_state(ckpt.meta["numpy_rng"])
+        self.global_step = int(ckpt.meta["global_step"])
+        lineage = ckpt.meta.get("lineage")
+        self.lineage = lineage if isinstance(lineage, list) else []
+
+    def start_from(self, path: Path, keep_step: bool, lineage: list[dict[str, Any]]) -> None:
+        """Warm start (``--from``): the policy of ``path`` (weights and observation normalizer); with
+        ``keep_step`` also the optimizer, the step counter, the curriculum stage and the reward phase.
+        The arenas keep this run's seed; ``lineage`` goes into every checkpoint of this run."""
+        ckpt = load_checkpoint(path)
+        if keep_step:
+            self._restore_schedule(ckpt.meta)
+        optimizer = optimizer_from_tensors(ckpt.optimizer_tensors, ckpt.optimizer_meta) if keep_step else {}
+        self.learner.load_policy(LearnerState(ckpt.model, optimizer, ckpt.state_tensors, ckpt.meta), keep_step)
+        self.global_step = int(ckpt.meta["global_step"]) if keep_step else 0
+        self.lineage = lineage
+
+    def _restore_schedule(self, meta: dict[str, Any]) -> None:
+        """The curriculum stage (a new collector when it differs) and the reward phase saved in ``meta``."""
+        stage = int(meta.get("stage", 0))
         if self.cfg.curriculum.enabled and stage != self.stage and stage < len(self.cfg.curriculum.stages):
             self.collector.close()
             self.stage = stage
             self.collector = self._new_collector()
         phases = self.env_cfg.env.reward_phases
-        self.reward_phase = min(int(ckpt.meta.get("reward_phase", 0)), max(len(phases) - 1, 0))
+        self.reward_phase = min(int(meta.get("reward_phase", 0)), max(len(phases) - 1, 0))
         self._apply_reward_phase(self.collector)
-        optimizer = optimizer_from_tensors(ckpt.optimizer_tensors, ckpt.optimizer_meta)
-        self.learner.load_state_dict(LearnerState(ckpt.model, optimizer, ckpt.state_tensors, ckpt.meta))
-        self.env.set_rng_state(ckpt.meta["numpy_rng"])
-        self.global_step = int(ckpt.meta["global_step"])
 
     # ------------------------------------------------------------------ between iterations
     def milestone(self, extra_meta: dict[str, Any] | None = None) -> Path | None:
