@@ -142,7 +142,7 @@ def test_keep_step_continues_the_counter_and_the_optimizer(source: Path) -> None
         trainer.close()
 
 
-def test_cli_from_a_milestone_records_lineage(source: Path, tmp_path: Path) -> None:
+def test_cli_from_a_milestone_records_lineage(source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "finetune"
     cfg = _cfg(env={"rewards": {"goal": 5.0, "touch": 0.5}}, run={"total_steps": STEP})
     out = io.StringIO()
@@ -159,6 +159,8 @@ def test_cli_from_a_milestone_records_lineage(source: Path, tmp_path: Path) -> N
     assert milestone_meta["lineage"] == lineage  # milestones carry it too
     assert run_lineage(run) == lineage and run_lineage(source) == []
     assert describe_lineage(lineage) == f"{lineage[0]['from']} (milestone, step 64)"
+    assert main(["league", str(run)]) == 0  # the league of the new run names where it started
+    assert f"this run started from: {lineage[0]['from']} (milestone, step 64)" in capsys.readouterr().out
 
     # a run started from that run: the chain grows, newest first
     grandchild = tmp_path / "grandchild"

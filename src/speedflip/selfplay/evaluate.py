@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from speedflip.checkpoint import CheckpointError, verify_checkpoint
+from speedflip.checkpoint import CheckpointError, describe_lineage, run_lineage, verify_checkpoint
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.jsonsafe import dumps
 from speedflip.selfplay.league import FIXED_RATINGS, League, append_games
@@ -178,6 +178,9 @@ def run_league(run: str, plot: str | None, console: Console) -> int:
             "-" if p.train_minutes is None else f"{p.train_minutes:.1f}",
         )  # fmt: skip
     console.print(table)
+    lineage = run_lineage(path.parent)
+    if lineage:
+        console.print(f"this run started from: {escape(describe_lineage(lineage))}", soft_wrap=True)
     out = Path(plot) if plot else path.with_name("league.png")
     if write_plot(league, out):
         console.print(f"rating plot: {out}")
