@@ -40,10 +40,9 @@ STEPS_PER_ROLLOUT = 2 * 2 * 16  # 2 arenas x 2 cars (quick is 1v1) x 16 steps
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
     """A head node and one worker node, 1 CPU each, so two 1-CPU actors land one per node."""
-    c = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "object_store_memory": OBJECT_STORE_BYTES, "include_dashboard": False},
-    )
+    head = {"num_cpus": 1, "object_store_memory": OBJECT_STORE_BYTES, "include_dashboard": False,
+            "_system_config": {"worker_niceness": 0}}  # fmt: skip  # actors not niced, as in speedflip's local cluster
+    c = Cluster(initialize_head=True, head_node_args=head)
     c.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES)
     c.wait_for_nodes()
     ray.init(address=c.address, configure_logging=False, log_to_driver=False)

@@ -172,7 +172,7 @@ class CollectorActor:
         """Who and where this actor is, its versions (or its refusal) and the shape of its arenas."""
         info: dict[str, Any] = {
             "index": self.index, "pid": self.pid, "node_id": self.node_id, "node_ip": self.node_ip,
-            "versions": self.versions, "refusal": self.refusal,
+            "versions": self.versions, "refusal": self.refusal, "niceness": os.nice(0),
         }  # fmt: skip
         if self.collector is not None:
             env = self.collector.env
@@ -358,9 +358,11 @@ class RayCollector:
         if self.owns_ray:
             # '' is a private local cluster ("local": even when `ray start` runs here); the dashboard only on request
             local = not run.ray_address
+            # Ray starts its workers at niceness 15; on a machine of their own the actors are the workload
+            system = {"worker_niceness": 0} if local else None
             ray.init(
                 address="local" if local else run.ray_address, include_dashboard=run.ray_dashboard if local else None,
-                configure_logging=False, log_to_driver=True,
+                configure_logging=False, log_to_driver=True, _system_config=system,
             )  # fmt: skip
         self._check_resources(run.ray_actors, run.ray_cpus_per_actor)
         remote = ray.remote(
