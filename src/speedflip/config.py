@@ -390,7 +390,7 @@ class SelfPlayConfig(_Strict):
         "(selfplay/rating.py; table action forms only)",
     )
     rating_games: int = Field(
-        4, ge=2, multiple_of=2, description="milestone rating: games per opponent (even: sides are swapped halfway)"
+        8, ge=2, multiple_of=2, description="milestone rating: games per opponent (even: sides are swapped halfway)"
     )
     rating_game_seconds: float = Field(30.0, gt=0, description="milestone rating: simulated seconds per game")
     rating_opponents: int = Field(
