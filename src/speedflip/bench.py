@@ -1000,7 +1000,11 @@ def run_ray_bench(opts: BenchOptions, console: Console | None = None) -> dict[st
     finally:
         trainer.close()
     ray.init(
-        address="local", num_cpus=cores, include_dashboard=False, configure_logging=False, log_to_driver=False,
+        address="local",
+        num_cpus=cores,
+        include_dashboard=False,
+        configure_logging=False,
+        log_to_driver=False,
         _system_config={"worker_niceness": 0},  # Ray's default 15 would let the learner starve the actors
     )
     try:
