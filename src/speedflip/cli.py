@@ -87,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
 
     lg = sub.add_parser("league", help="print a league's Elo table and write a rating plot")
     lg.add_argument("run", help="a run directory (its league.json) or a league.json path")
-    lg.add_argument("--plot", help="PNG path for the rating-over-games plot (default beside league.json)")
+    lg.add_argument("--plot", help="PNG path for the Elo plot over steps and minutes (default beside league.json)")
     bench = sub.add_parser(
         "bench", help="collection and training throughput vs the physics limit and RLGym's loop (one process)"
     )
