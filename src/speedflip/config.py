@@ -325,11 +325,13 @@ class RunConfig(_Strict):
         1.0, gt=0, le=1024, description="run.collector=ray: CPUs Ray reserves per actor (its physics threads)"
     )
     max_policy_lag: int = Field(
-        2,
+        0,
         ge=0,
         le=1000,
-        description="run.collector=ray: a rollout acted by weights more than this many updates older than the "
-        "learner's is dropped (health/dropped_stale_rollouts); 0 = no overlap of collection and learning",
+        description="run.collector=ray: 0 = every actor collects with the newest weights and the learner trains "
+        "on all their rollouts as one batch (no lag, no overlap); N >= 1 = each rollout is trained alone as it "
+        "arrives, collection overlaps learning, and one acted by weights more than N updates old is dropped "
+        "(health/dropped_stale_rollouts)",
     )
     ray_dashboard: bool = Field(
         False, description="run.collector=ray with a local cluster: start Ray's dashboard (off: docs/distributed.md)"

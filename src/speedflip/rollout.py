@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from speedflip._types import Array
@@ -88,3 +89,71 @@ class Rollout:
     @property
     def policy_version(self) -> int:
         return self.stats.policy_version
+
+
+def _weighted_mean(values: list[float | None], weights: list[int]) -> float | None:
+    pairs = [(v, w) for v, w in zip(values, weights, strict=True) if v is not None]
+    total = sum(w for _, w in pairs)
+    return sum(v * w for v, w in pairs) / total if pairs and total > 0 else None
+
+
+def _mean_of(stats: list[EpisodeStats], name: str, steps: list[int]) -> float | None:
+    return _weighted_mean([s.reward_means.get(name) for s in stats], steps)
+
+
+def merge_rollouts(rollouts: list[Rollout]) -> Rollout:
+    """Rollouts of the same ``T`` and policy version side by side: one rollout of all their rows.
+
+    Arrays are joined along the row axis (recurrent states along theirs), episode lists are joined, and
+    the per-step rates are averaged weighted by each rollout's agent steps. ``collect_seconds`` is the
+    longest one's (they ran in parallel).
+    """
+    if not rollouts:
+        raise ValueError("merge_rollouts needs at least one rollout")
+    if len(rollouts) == 1:
+        return rollouts[0]
+    versions = {r.policy_version for r in rollouts}
+    if len(versions) != 1 or len({r.num_steps for r in rollouts}) != 1:
+        raise ValueError(f"rollouts of one length and one policy version only (versions {sorted(versions)})")
+
+    def join(name: str, axis: int = 1) -> Array | None:
+        parts = [getattr(r, name) for r in rollouts]
+        if any(p is None for p in parts):
+            return None
+        joined: Array = np.concatenate(parts, axis=axis)
+        return joined
+
+    steps = [r.stats.steps for r in rollouts]
+    stats = [r.stats for r in rollouts]
+    reward_names = dict.fromkeys(k for s in stats for k in s.reward_means)
+    metric_names = dict.fromkeys(k for s in stats for k in s.episode_metrics)
+    merged_stats = EpisodeStats(
+        collect_seconds=max(s.collect_seconds for s in stats),
+        steps=sum(steps),
+        episode_returns=[v for s in stats for v in s.episode_returns],
+        episode_lengths=[v for s in stats for v in s.episode_lengths],
+        touches_per_minute=_weighted_mean([s.touches_per_minute for s in stats], steps),
+        goals_per_minute=_weighted_mean([s.goals_per_minute for s in stats], steps),
+        reward_means={k: v for k in reward_names if (v := _mean_of(stats, k, steps)) is not None},
+        reward_per_step=_weighted_mean([s.reward_per_step for s in stats], steps),
+        episode_metrics={k: _weighted_mean([s.episode_metrics.get(k) for s in stats], steps) for k in metric_names},
+        policy_version=rollouts[0].policy_version,
+    )
+    states = [r.states for r in rollouts]
+    return Rollout(
+        obs=np.concatenate([r.obs for r in rollouts], axis=1),
+        raw_obs=np.concatenate([r.raw_obs for r in rollouts], axis=1),
+        actions=np.concatenate([r.actions for r in rollouts], axis=1),
+        log_probs=np.concatenate([r.log_probs for r in rollouts], axis=1),
+        values=np.concatenate([r.values for r in rollouts], axis=1),
+        rewards=np.concatenate([r.rewards for r in rollouts], axis=1),
+        terminated=np.concatenate([r.terminated for r in rollouts], axis=1),
+        truncated=np.concatenate([r.truncated for r in rollouts], axis=1),
+        truncation_values=np.concatenate([r.truncation_values for r in rollouts], axis=1),
+        last_values=np.concatenate([r.last_values for r in rollouts], axis=0),
+        stats=merged_stats,
+        masks=join("masks"),
+        starts=join("starts"),
+        states=None if any(s is None for s in states) else torch.cat([s for s in states if s is not None], dim=2),
+        next_obs=join("next_obs"),
+    )

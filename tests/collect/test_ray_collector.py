@@ -75,14 +75,14 @@ def test_train_checkpoint_resume_over_two_nodes(cluster: Any, tmp_path: Path) ->
     first = train(8 * STEPS_PER_ROLLOUT)
     assert first[-1]["global_step"] >= 8 * STEPS_PER_ROLLOUT
     assert first[-1]["ray/nodes_contributing"] == 2  # rollouts from the head and the worker node
-    assert {r["ray/actor"] for r in first} == {0.0, 1.0}
-    assert all(r["perf/policy_lag"] <= 2 for r in first)
+    # the default run.max_policy_lag=0: both actors' rollouts in every batch, acted by the current weights
+    assert all(r["ray/actors_in_batch"] == 2 and r["perf/policy_lag"] == 0 for r in first)
     saved = sorted(int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit())
     assert saved and saved[-1] == first[-1]["global_step"]
 
     both = train(12 * STEPS_PER_ROLLOUT)
     resumed = both[len(first) :]
-    assert resumed[0]["global_step"] == saved[-1] + STEPS_PER_ROLLOUT  # continued the step counter
+    assert resumed[0]["global_step"] == saved[-1] + 2 * STEPS_PER_ROLLOUT  # continued the step counter
     assert resumed[0]["iteration"] == first[-1]["iteration"] + 1  # and the learner's version
     assert resumed[-1]["global_step"] >= 12 * STEPS_PER_ROLLOUT
 
@@ -120,19 +120,39 @@ def test_a_killed_actor_is_restarted_and_the_run_goes_on(cluster: Any) -> None:
         trainer.close()
 
 
-def test_lag_zero_trains_only_on_current_weights_and_drops_stale_rollouts(cluster: Any) -> None:
+def test_lag_zero_trains_all_actors_rollouts_together_on_current_weights(cluster: Any) -> None:
     cfg = ray_config(cluster, "run.ray_actors=2", "run.max_policy_lag=0")
     trainer = Trainer(cfg)
     try:
-        for _ in range(4):
+        for _ in range(3):
             version = trainer.learner.version
             batch, raw_obs, stats = trainer.collect()
             assert stats.policy_version == version  # acted by the weights that now train on it
+            assert stats.steps == 2 * STEPS_PER_ROLLOUT  # both actors' rollouts in one batch
+            assert raw_obs.shape[:2] == (16, 2 * 4)  # 16 steps x (2 actors x 2 arenas x 2 cars)
             trainer.update(batch, raw_obs)
         metrics = trainer.collector.metrics()
-        assert metrics["perf/policy_lag"] == 0
-        # two actors, no overlap allowed: the other actor's rollout is always one update old
-        assert (metrics["health/dropped_stale_rollouts"] or 0) >= 1
+        assert metrics["perf/policy_lag"] == 0 and metrics["ray/actors_in_batch"] == 2
+        assert (metrics["health/dropped_stale_rollouts"] or 0) == 0
+        assert trainer.global_step == 3 * 2 * STEPS_PER_ROLLOUT
+    finally:
+        trainer.close()
+
+
+def test_lag_one_drops_stale_rollouts(cluster: Any) -> None:
+    """Two actors, lag 1: three rollouts are acted by version 0 (both actors' first, and the one the first
+    actor starts while version 0 trains) but at most two are trained at lag <= 1, so one is dropped once it
+    is ready (it waits at most one more rollout of the other actor)."""
+    cfg = ray_config(cluster, "run.ray_actors=2", "run.max_policy_lag=1")
+    trainer = Trainer(cfg)
+    try:
+        for _ in range(6):
+            version = trainer.learner.version
+            batch, raw_obs, stats = trainer.collect()
+            assert version - stats.policy_version <= 1
+            assert stats.steps == STEPS_PER_ROLLOUT  # one actor's rollout at a time
+            trainer.update(batch, raw_obs)
+        assert (trainer.collector.metrics()["health/dropped_stale_rollouts"] or 0) >= 1
     finally:
         trainer.close()
 

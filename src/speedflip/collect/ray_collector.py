@@ -51,7 +51,7 @@ from speedflip.env.actions import LookupTableAction
 from speedflip.env.vec_env import StepResult
 from speedflip.errors import RunStoppedError
 from speedflip.models.build import PolicyModel, build_policy_model
-from speedflip.rollout import PolicyWeights, Rollout
+from speedflip.rollout import PolicyWeights, Rollout, merge_rollouts
 from speedflip.schedule import stage_config, stage_opponent_share
 from speedflip.selfplay.matchmaker import LEARNER, Matchmaker
 
@@ -387,7 +387,7 @@ class RayCollector:
             f"node(s) ({', '.join(sorted({str(i['node_ip']) for i in infos}))}), max policy lag "
             f"{run.max_policy_lag}"
         )
-        if run.ray_actors > 1 and run.max_policy_lag < run.ray_actors:
+        if run.ray_actors > 1 and 1 <= run.max_policy_lag < run.ray_actors:
             self.notes.append(
                 f"run.max_policy_lag={run.max_policy_lag} with {run.ray_actors} actors: rollouts arrive about one "
                 "version behind per other actor, so many will be dropped as stale; run.max_policy_lag="
@@ -484,6 +484,8 @@ class RayCollector:
         for index in range(len(self.actors)):
             if index not in self.busy and index not in self.dead:
                 self._submit(index, global_step)
+        if run.max_policy_lag == 0:
+            return self._collect_all(weights, global_step, start, put_seconds)
         while True:
             if not self.inflight:
                 raise RunStoppedError(
@@ -536,6 +538,66 @@ class RayCollector:
         )
         rollout.stats.collect_seconds = wait_seconds  # the learner's view: what the iteration waited
         return rollout
+
+    def _collect_all(
+        self, weights: PolicyWeights, global_step: int, start: float, put_seconds: float | None
+    ) -> Rollout:
+        """``max_policy_lag: 0``: every live actor collects with ``weights`` and the learner trains on all
+        their rollouts as one batch (synchronous data-parallel collection: no lag, and the collection
+        scales with the actors; the update does not overlap it). A rollout of older weights (left over
+        from a timeout or a restart) is dropped and its actor collects again."""
+        ray, run = self.ray, self.cfg.run
+        gathered: dict[int, Rollout] = {}
+        get_seconds = 0.0
+        while self.inflight:
+            ready, _ = ray.wait(list(self.inflight), num_returns=1, timeout=run.worker_timeout_seconds)
+            if not ready:
+                raise RunStoppedError(
+                    f"{len(self.inflight)} Ray actors sent no rollout in {run.worker_timeout_seconds:g} s "
+                    "(run.worker_timeout_seconds); see `ray status` (a node may be gone with no CPUs left to "
+                    "restart its actor) and /tmp/ray/session_latest/logs"
+                )
+            ref = ready[0]
+            index = self.inflight.pop(ref)
+            self.busy.discard(index)
+            get_start = time.perf_counter()
+            try:
+                rollout, info = ray.get(ref)
+            except ray.exceptions.RayActorError as err:  # restarts used up (Ray retries the task until then)
+                self.dead.add(index)
+                self.notes.append(f"Ray actor {index} is gone: {_cause(err)}")
+                continue
+            except ray.exceptions.RayError as err:
+                raise RunStoppedError(f"Ray actor {index} failed: {_cause(err)}") from None
+            get_seconds += time.perf_counter() - get_start
+            _make_writable(rollout)
+            self._account(index, info)
+            if rollout.policy_version != weights.version:
+                self.dropped_stale_rollouts += 1
+                self._submit(index, global_step)
+                continue
+            gathered[index] = rollout
+        if not gathered:
+            raise RunStoppedError(
+                f"every Ray actor is gone ({len(self.dead)} died more than run.max_worker_restarts="
+                f"{run.max_worker_restarts} times); see `ray status` and /tmp/ray/session_latest/logs on the nodes"
+            )
+        parts = [gathered[i] for i in sorted(gathered)]  # actor order: the same rows every iteration
+        merged = merge_rollouts(parts)
+        wait_seconds = time.perf_counter() - start
+        self.last.update(
+            {
+                "perf/policy_lag": 0.0,
+                "perf/weights_put_seconds": put_seconds,
+                "perf/rollout_bytes": float(sum(nbytes(r) for r in parts)),
+                "perf/rollout_get_seconds": get_seconds,
+                "perf/rollout_wait_seconds": wait_seconds,
+                "perf/actor_collect_seconds": max(r.stats.collect_seconds for r in parts),
+                "ray/actors_in_batch": float(len(parts)),
+            }
+        )
+        merged.stats.collect_seconds = wait_seconds
+        return merged
 
     def _account(self, index: int, info: dict[str, Any]) -> None:
         """Restarts (a new process id), the node, the games to rate, the arenas' RNG state of actor 0."""
