@@ -192,7 +192,7 @@ class CollectorActor:
         self._apply(settings)
         rollout = collector.collect(weights, settings.global_step)
         mm = collector.matchmaker
-        games, mm._pending_games = mm._pending_games, []  # rated on the learner, not here
+        games = mm.take_pending_games()  # rated on the learner, not here
         info = {
             "index": self.index, "pid": self.pid, "node_id": self.node_id, "node_ip": self.node_ip,
             "games": games, "rng_state": collector.rng_state(),

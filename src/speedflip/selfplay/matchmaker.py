@@ -279,6 +279,12 @@ class Matchmaker:
             )  # fmt: skip
         self.sample(finished)
 
+    def take_pending_games(self) -> list[dict[str, Any]]:
+        """The games finished since the last flush, handed over and forgotten here (a remote collector
+        sends them to the learner, which rates and logs them once)."""
+        games, self._pending_games = self._pending_games, []
+        return games
+
     def flush(self) -> None:
         """Write the ratings and the games played since the last flush."""
         if self.run_dir is None:
