@@ -116,13 +116,16 @@ def merge_rollouts(rollouts: list[Rollout]) -> Rollout:
     if len(versions) != 1 or len({r.num_steps for r in rollouts}) != 1:
         raise ValueError(f"rollouts of one length and one policy version only (versions {sorted(versions)})")
 
-    def join(name: str, axis: int = 1) -> Array | None:
+    def join(name: str) -> Array | None:
+        """An optional ``[T, N, ...]`` field joined along the rows; None unless every rollout has it."""
         parts = [getattr(r, name) for r in rollouts]
-        if any(p is None for p in parts):
-            return None
-        joined: Array = np.concatenate(parts, axis=axis)
-        return joined
+        return None if any(p is None for p in parts) else np.concatenate(parts, axis=1)
 
+    rows: dict[str, Array] = {
+        name: np.concatenate([getattr(r, name) for r in rollouts], axis=1)
+        for name in ("obs", "raw_obs", "actions", "log_probs", "values", "rewards", "terminated", "truncated",
+                     "truncation_values")
+    }  # fmt: skip
     steps = [r.stats.steps for r in rollouts]
     stats = [r.stats for r in rollouts]
     reward_names = dict.fromkeys(k for s in stats for k in s.reward_means)
@@ -141,16 +144,8 @@ def merge_rollouts(rollouts: list[Rollout]) -> Rollout:
     )
     states = [r.states for r in rollouts]
     return Rollout(
-        obs=np.concatenate([r.obs for r in rollouts], axis=1),
-        raw_obs=np.concatenate([r.raw_obs for r in rollouts], axis=1),
-        actions=np.concatenate([r.actions for r in rollouts], axis=1),
-        log_probs=np.concatenate([r.log_probs for r in rollouts], axis=1),
-        values=np.concatenate([r.values for r in rollouts], axis=1),
-        rewards=np.concatenate([r.rewards for r in rollouts], axis=1),
-        terminated=np.concatenate([r.terminated for r in rollouts], axis=1),
-        truncated=np.concatenate([r.truncated for r in rollouts], axis=1),
-        truncation_values=np.concatenate([r.truncation_values for r in rollouts], axis=1),
-        last_values=np.concatenate([r.last_values for r in rollouts], axis=0),
+        **rows,
+        last_values=np.concatenate([r.last_values for r in rollouts]),
         stats=merged_stats,
         masks=join("masks"),
         starts=join("starts"),

@@ -487,35 +487,10 @@ class RayCollector:
         if run.max_policy_lag == 0:
             return self._collect_all(weights, global_step, start, put_seconds)
         while True:
-            if not self.inflight:
-                raise RunStoppedError(
-                    f"every Ray actor is gone ({len(self.dead)} died more than run.max_worker_restarts="
-                    f"{run.max_worker_restarts} times); see `ray status` and /tmp/ray/session_latest/logs on the nodes"
-                )
-            ready, _ = ray.wait(list(self.inflight), num_returns=1, timeout=run.worker_timeout_seconds)
-            if not ready:
-                raise RunStoppedError(
-                    f"no rollout from any of {len(self.inflight)} Ray actors in {run.worker_timeout_seconds:g} s "
-                    "(run.worker_timeout_seconds); see `ray status` (a node may be gone with no CPUs left to "
-                    "restart its actor) and /tmp/ray/session_latest/logs"
-                )
-            ref = ready[0]
-            index = self.inflight.pop(ref)
-            self.busy.discard(index)
-            get_start = time.perf_counter()
-            rollout: Rollout
-            info: dict[str, Any]
-            try:
-                rollout, info = ray.get(ref)
-            except ray.exceptions.RayActorError as err:  # restarts used up (Ray retries the task until then)
-                self.dead.add(index)
-                self.notes.append(f"Ray actor {index} is gone: {_cause(err)}")
+            index, received, get_seconds = self._next_rollout()
+            if received is None:
                 continue
-            except ray.exceptions.RayError as err:
-                raise RunStoppedError(f"Ray actor {index} failed: {_cause(err)}") from None
-            get_seconds = time.perf_counter() - get_start
-            _make_writable(rollout)
-            self._account(index, info)
+            rollout = received
             lag = weights.version - rollout.policy_version
             if lag > run.max_policy_lag:
                 self.dropped_stale_rollouts += 1
@@ -539,6 +514,46 @@ class RayCollector:
         rollout.stats.collect_seconds = wait_seconds  # the learner's view: what the iteration waited
         return rollout
 
+    def _all_gone(self) -> RunStoppedError:
+        run = self.cfg.run
+        return RunStoppedError(
+            f"every Ray actor is gone ({len(self.dead)} died more than run.max_worker_restarts="
+            f"{run.max_worker_restarts} times); see `ray status` and /tmp/ray/session_latest/logs on the nodes"
+        )
+
+    def _next_rollout(self) -> tuple[int, Rollout | None, float]:
+        """Wait for the first of the tasks in flight: ``(actor index, its rollout, seconds of ray.get)``,
+        the rollout accounted (:meth:`_account`); ``None`` when that actor is gone for good (it is marked
+        dead). Raises :class:`RunStoppedError` when no actor is left or none delivers in time."""
+        ray, run = self.ray, self.cfg.run
+        if not self.inflight:
+            raise self._all_gone()
+        ready, _ = ray.wait(list(self.inflight), num_returns=1, timeout=run.worker_timeout_seconds)
+        if not ready:
+            raise RunStoppedError(
+                f"no rollout from any of {len(self.inflight)} Ray actors in {run.worker_timeout_seconds:g} s "
+                "(run.worker_timeout_seconds); see `ray status` (a node may be gone with no CPUs left to "
+                "restart its actor) and /tmp/ray/session_latest/logs"
+            )
+        ref = ready[0]
+        index = self.inflight.pop(ref)
+        self.busy.discard(index)
+        get_start = time.perf_counter()
+        rollout: Rollout
+        info: dict[str, Any]
+        try:
+            rollout, info = ray.get(ref)
+        except ray.exceptions.RayActorError as err:  # restarts used up (Ray retries the task until then)
+            self.dead.add(index)
+            self.notes.append(f"Ray actor {index} is gone: {_cause(err)}")
+            return index, None, 0.0
+        except ray.exceptions.RayError as err:
+            raise RunStoppedError(f"Ray actor {index} failed: {_cause(err)}") from None
+        get_seconds = time.perf_counter() - get_start
+        _make_writable(rollout)
+        self._account(index, info)
+        return index, rollout, get_seconds
+
     def _collect_all(
         self, weights: PolicyWeights, global_step: int, start: float, put_seconds: float | None
     ) -> Rollout:
@@ -546,42 +561,20 @@ class RayCollector:
         their rollouts as one batch (synchronous data-parallel collection: no lag, and the collection
         scales with the actors; the update does not overlap it). A rollout of older weights (left over
         from a timeout or a restart) is dropped and its actor collects again."""
-        ray, run = self.ray, self.cfg.run
         gathered: dict[int, Rollout] = {}
         get_seconds = 0.0
         while self.inflight:
-            ready, _ = ray.wait(list(self.inflight), num_returns=1, timeout=run.worker_timeout_seconds)
-            if not ready:
-                raise RunStoppedError(
-                    f"{len(self.inflight)} Ray actors sent no rollout in {run.worker_timeout_seconds:g} s "
-                    "(run.worker_timeout_seconds); see `ray status` (a node may be gone with no CPUs left to "
-                    "restart its actor) and /tmp/ray/session_latest/logs"
-                )
-            ref = ready[0]
-            index = self.inflight.pop(ref)
-            self.busy.discard(index)
-            get_start = time.perf_counter()
-            try:
-                rollout, info = ray.get(ref)
-            except ray.exceptions.RayActorError as err:  # restarts used up (Ray retries the task until then)
-                self.dead.add(index)
-                self.notes.append(f"Ray actor {index} is gone: {_cause(err)}")
+            index, rollout, seconds = self._next_rollout()
+            if rollout is None:
                 continue
-            except ray.exceptions.RayError as err:
-                raise RunStoppedError(f"Ray actor {index} failed: {_cause(err)}") from None
-            get_seconds += time.perf_counter() - get_start
-            _make_writable(rollout)
-            self._account(index, info)
+            get_seconds += seconds
             if rollout.policy_version != weights.version:
                 self.dropped_stale_rollouts += 1
                 self._submit(index, global_step)
                 continue
             gathered[index] = rollout
         if not gathered:
-            raise RunStoppedError(
-                f"every Ray actor is gone ({len(self.dead)} died more than run.max_worker_restarts="
-                f"{run.max_worker_restarts} times); see `ray status` and /tmp/ray/session_latest/logs on the nodes"
-            )
+            raise self._all_gone()
         parts = [gathered[i] for i in sorted(gathered)]  # actor order: the same rows every iteration
         merged = merge_rollouts(parts)
         wait_seconds = time.perf_counter() - start
