@@ -14,6 +14,7 @@ import pytest
 from sp_helpers import tiny_config
 
 from speedflip.selfplay.league import FIXED_RATINGS, IDLE_PLAYER, IDLE_RATING, REFERENCE_PLAYER, League
+from speedflip.selfplay.policies import find_checkpoint
 from speedflip.selfplay.rating import earlier_milestones, performance_rating, rate_milestone
 
 LOG3 = math.log10(3.0)
@@ -224,6 +225,15 @@ def test_a_short_run_rates_every_milestone_and_leaves_its_plot(tmp_path: Path) -
     meta = json.loads((run / "checkpoints" / str(4 * STEPS) / "meta.json").read_text())
     assert meta["train_seconds"] > meta["rating_seconds"] > 0
 
+    # the shipped bot: the highest-rated milestone (no pool games here, so the ratings are the rating-time ones)
+    top = max(milestones, key=lambda n: milestones[n]["rating"])
+    best = json.loads((run / "best.json").read_text())
+    assert (best["name"], best["path"], best["stage"]) == (top, f"milestones/main/{top.split('@')[1]}", "main")
+    assert best["elo"] == pytest.approx(milestones[top]["rating"])
+    assert f"shipped bot: the best-rated milestone {top}" in text
+    assert find_checkpoint(str(run)) == run / best["path"]
+    assert find_checkpoint(f"{run}@latest") == run / "checkpoints" / str(4 * STEPS)
+
     png = run / "league.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 1000
     png.unlink()
@@ -237,3 +247,5 @@ def test_a_short_run_rates_every_milestone_and_leaves_its_plot(tmp_path: Path) -
     assert league["main@320"]["train_minutes"] > minutes[-1]
     resumed = json.loads((run / "checkpoints" / str(5 * STEPS) / "meta.json").read_text())
     assert resumed["train_seconds"] > meta["train_seconds"] and resumed["rating_seconds"] > meta["rating_seconds"]
+    top = max((n for n in league if n.startswith("main@")), key=lambda n: league[n]["rating"])
+    assert json.loads((run / "best.json").read_text())["name"] == top  # the resumed run kept comparing

@@ -12,6 +12,7 @@ from rich.table import Table
 from speedflip.checkpoint import CheckpointError, describe_lineage, run_lineage, verify_checkpoint
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.jsonsafe import dumps
+from speedflip.selfplay.best import best_checkpoint, read_best
 from speedflip.selfplay.league import FIXED_RATINGS, League, append_games
 from speedflip.selfplay.league import Player as LeaguePlayer
 from speedflip.selfplay.match import OBS_KEYS, OBSERVATION_KEYS, Player, match_env_config, play_match, summarize
@@ -59,11 +60,26 @@ def training_obs_options(*specs: str) -> dict[str, object]:
     return {**found, **{k: v for k, v in table.items() if k in OBS_KEYS}}
 
 
+def shipped_note(spec: str) -> str | None:
+    """For a run directory whose best-rated milestone plays: which one, and how to play the newest instead."""
+    run = Path(spec)
+    if spec in BUILTIN or not run.is_dir() or (run / "meta.json").is_file():
+        return None
+    best = read_best(run)
+    if best is None or best_checkpoint(run) is None:
+        return None
+    return (
+        f"{spec}: its best-rated milestone plays, {best.describe()}, the bot `speedflip export` ships; "
+        f"{spec}@latest plays the newest checkpoint"
+    )
+
+
 def league_dir_for(spec_a: str, league_path: str | None) -> Path:
     """Where ratings go: ``--league``, else run A's folder, else ``runs/``."""
     if league_path:
         return Path(league_path)
-    a = Path(spec_a)
+    run, _, tail = spec_a.rpartition("@")
+    a = Path(run if tail in ("best", "latest") and run else spec_a)
     if spec_a not in BUILTIN and a.is_dir() and (a / "checkpoints").is_dir():
         return a / "league.json"
     return Path("runs") / "league.json"
@@ -103,6 +119,10 @@ def run_eval(
             f"{policy_a.name} vs {policy_b.name}: {games} games of {game_seconds:g} s, {team_size}v{team_size}, "
             "sides swapped halfway" + (f"; {action_mode_text(deterministic)}" if neural else "")
         )
+        for spec in (spec_a, spec_b):
+            shipped = shipped_note(spec)
+            if shipped:
+                console.print(shipped, soft_wrap=True)
         results = play_match(env, policy_a, policy_b, game_seconds)
     finally:
         env.close()

@@ -25,6 +25,7 @@ from speedflip.env.action_forms import same_table, table_from_run_config
 from speedflip.env.actions import ActionError
 from speedflip.env.arenas import GameArrays
 from speedflip.models.build import ActingMemory, model_from_compat
+from speedflip.selfplay.best import BEST_FILE, best_checkpoint
 from speedflip.selfplay.rule_policy import RulePolicy
 
 
@@ -187,7 +188,22 @@ def _describe(path: Path, meta: dict[str, object]) -> str:
 
 
 def find_checkpoint(spec: str) -> Path:
-    """A run dir (its newest good checkpoint), a checkpoint folder, or a milestone folder."""
+    """A run dir (its best-rated milestone when ``best.json`` names one that verifies, else its newest good
+    checkpoint), ``RUN@best``, ``RUN@latest`` (the newest good checkpoint), a checkpoint folder, or a
+    milestone folder. See :mod:`speedflip.selfplay.best`."""
+    run, _, tail = spec.rpartition("@")
+    if tail in ("best", "latest") and run and not Path(spec).exists():
+        if not Path(run).is_dir():
+            raise CheckpointError(f"'{spec}': run directory '{run}' does not exist")
+        if tail == "latest":
+            return _newest_checkpoint(Path(run), spec)
+        best = best_checkpoint(Path(run))
+        if best is None:
+            raise CheckpointError(
+                f"'{spec}': the run has no rated milestone that verifies ({Path(run) / BEST_FILE}); "
+                f"use {run}@latest for its newest checkpoint"
+            )
+        return best
     path = Path(spec)
     if not path.exists():
         raise CheckpointError(
@@ -195,6 +211,13 @@ def find_checkpoint(spec: str) -> Path:
         )
     if (path / "meta.json").is_file():
         return path
+    best = best_checkpoint(path)
+    if best is not None:
+        return best
+    return _newest_checkpoint(path, spec)
+
+
+def _newest_checkpoint(path: Path, spec: str) -> Path:
     reasons = []
     for candidate in list_checkpoints(path / "checkpoints"):
         try:

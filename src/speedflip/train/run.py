@@ -25,6 +25,7 @@ from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.models.build import recurrent_spec
 from speedflip.provenance import config_hash, git_commit
 from speedflip.schedule import stage_config
+from speedflip.selfplay.best import BestMilestone, read_best, update_best
 from speedflip.selfplay.league import GAMES_FIELDS, LeagueError
 from speedflip.selfplay.rating import RatingError, rate_milestone, rating_unavailable
 from speedflip.train.loop import checkpoint_meta
@@ -219,9 +220,30 @@ class RocketLeagueSession:
         record["perf/rating_seconds"] = seconds
         record["selfplay/milestone_elo"] = rated.rating
         console.print(f"milestone rated in {seconds:.1f} s: {rated.describe()}", soft_wrap=True)
+        self._keep_best(path, rated.name, rated.rating, console)
         for note in rated.notes:
             console.print(f"note: {note}", soft_wrap=True)
         return rated.rating
+
+    def _keep_best(self, path: Path, name: str, elo: float, console: Console) -> None:
+        """Make the rated milestone the run's shipped bot (``best.json``) when it is the best-rated so far."""
+        try:
+            relative = str(path.relative_to(self.run_dir))
+        except ValueError:
+            relative = str(path.resolve())
+        candidate = BestMilestone(
+            path=relative, name=name, step=int(path.name), elo=elo, stage=self.trainer.stage_name,
+            train_minutes=round(self.train_seconds() / 60.0, 3),
+        )  # fmt: skip
+        try:
+            if update_best(self.run_dir, candidate):
+                console.print(
+                    f"best-rated milestone so far: {candidate.describe()}; speedflip eval/export {self.run_dir} "
+                    f"use it ({self.run_dir}@latest: the newest checkpoint)",
+                    soft_wrap=True,
+                )
+        except OSError as err:
+            console.print(f"note: could not record the best milestone ({err}); training goes on", soft_wrap=True)
 
     def save(self, checkpoints_dir: Path, meta: dict[str, Any]) -> Path:
         return self.trainer.save(checkpoints_dir, {**meta, **self._clock_meta()})
@@ -235,6 +257,13 @@ class RocketLeagueSession:
             console.print(
                 f"milestone rating: {self.rating_seconds_total:.1f} s of {train:.0f} s of training "
                 f"({self.rating_seconds_total / max(train, 1e-9):.1%})"
+            )
+        best = read_best(run_dir)
+        if best is not None:
+            console.print(
+                f"shipped bot: the best-rated milestone {best.describe()} (speedflip eval/export/watch {run_dir}; "
+                f"{run_dir}@latest for the newest checkpoint)",
+                soft_wrap=True,
             )
         plot = run_dir / "league.png"
         try:

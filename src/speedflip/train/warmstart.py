@@ -24,6 +24,7 @@ from typing import Any
 
 from speedflip.checkpoint import CheckpointError, list_checkpoints, verify_checkpoint
 from speedflip.config import Config, config_to_dict
+from speedflip.selfplay.best import BEST_FILE, best_checkpoint
 
 
 class StartFromError(CheckpointError):
@@ -108,6 +109,14 @@ def resolve_start(spec: str, keep_step: bool = False) -> StartPoint:
     (its newest verified checkpoint). Raises :class:`StartFromError` naming what was looked for."""
     path = Path(spec)
     run, sep, tail = spec.rpartition("@")
+    if not path.exists() and sep and tail == "best":
+        best = best_checkpoint(Path(run)) if run and Path(run).is_dir() else None
+        if best is None:
+            raise StartFromError(
+                f"--from {spec}: '{run}' has no rated milestone that verifies ({BEST_FILE}); pass the run "
+                "directory (its newest checkpoint) or RUN@STEP."
+            )
+        return _verified(best, "best-rated milestone", keep_step)
     if not path.exists() and sep and tail.replace("_", "").isdigit():
         if not Path(run).is_dir():
             raise StartFromError(f"--from {spec}: run directory '{run}' does not exist.")

@@ -1,0 +1,95 @@
+"""The shipped bot: ``best.json`` (the best-rated milestone) and how eval/export/--from find it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from speedflip.checkpoint import CheckpointError
+from speedflip.selfplay.best import BEST_FILE, BestMilestone, best_checkpoint, read_best, update_best
+from speedflip.selfplay.evaluate import league_dir_for, shipped_note
+from speedflip.selfplay.policies import find_checkpoint
+from speedflip.train.warmstart import StartFromError, resolve_start
+
+
+def _best(step: int, elo: float, stage: str = "main") -> BestMilestone:
+    return BestMilestone(f"milestones/{stage}/{step}", f"{stage}@{step}", step, elo, stage, train_minutes=1.5)
+
+
+def test_update_best_keeps_the_highest_rating_of_the_current_stage(tmp_path: Path) -> None:
+    assert read_best(tmp_path) is None
+    assert update_best(tmp_path, _best(100, 700.0))
+    assert not update_best(tmp_path, _best(200, 650.0))  # lower: stays
+    assert not update_best(tmp_path, _best(300, 700.0))  # equal: the earlier one stays
+    assert read_best(tmp_path) == _best(100, 700.0)
+    assert update_best(tmp_path, _best(400, 701.0))
+    assert read_best(tmp_path) == _best(400, 701.0)
+    # a new curriculum stage replaces the best of the previous one, even rated lower (other team size)
+    assert update_best(tmp_path, _best(500, 300.0, stage="1v2"))
+    assert read_best(tmp_path) == _best(500, 300.0, stage="1v2")
+    assert [p.name for p in tmp_path.iterdir()] == [BEST_FILE]  # no temporary file left behind
+    assert json.loads((tmp_path / BEST_FILE).read_text())["train_minutes"] == 1.5
+
+
+def test_a_damaged_best_file_is_ignored_and_replaced(tmp_path: Path) -> None:
+    (tmp_path / BEST_FILE).write_text("{not json")
+    assert read_best(tmp_path) is None
+    (tmp_path / BEST_FILE).write_text(json.dumps({"path": "x"}))  # fields missing
+    assert read_best(tmp_path) is None
+    assert update_best(tmp_path, _best(100, 500.0))
+    assert read_best(tmp_path) == _best(100, 500.0)
+
+
+def _run_with_best(tmp_path: Path, run_1v1: Path) -> tuple[Path, Path, Path]:
+    """A run dir holding the tiny checkpoint, a milestone copy of it at step 1, and best.json naming it."""
+    run = tmp_path / "run"
+    shutil.copytree(run_1v1, run)
+    newest = find_checkpoint(str(run))
+    milestone = run / "milestones" / "main" / "1"
+    shutil.copytree(newest, milestone)  # verifies: the folder name is not part of the checksum
+    update_best(run, BestMilestone("milestones/main/1", "main@1", 1, 720.0, "main"))
+    return run, newest, milestone
+
+
+def test_a_run_dir_plays_its_best_milestone_and_run_at_latest_its_newest_checkpoint(
+    tmp_path: Path, run_1v1: Path
+) -> None:
+    run, newest, milestone = _run_with_best(tmp_path, run_1v1)
+    assert best_checkpoint(run) == milestone
+    assert find_checkpoint(str(run)) == milestone
+    assert find_checkpoint(f"{run}@best") == milestone
+    assert find_checkpoint(f"{run}@latest") == newest
+    assert league_dir_for(f"{run}@latest", None) == run / "league.json"
+    note = shipped_note(str(run))
+    assert note is not None and "main@1 (720 Elo)" in note and "@latest" in note
+    assert shipped_note(f"{run}@latest") is None and shipped_note("rule") is None
+    assert resolve_start(f"{run}@best").path == milestone.resolve()
+    assert resolve_start(f"{run}@best").kind == "best-rated milestone"
+    assert resolve_start(str(run)).path == newest.resolve()  # --from RUN stays "its newest checkpoint"
+
+
+def test_a_best_milestone_that_does_not_verify_falls_back_to_the_newest_checkpoint(
+    tmp_path: Path, run_1v1: Path
+) -> None:
+    run, newest, milestone = _run_with_best(tmp_path, run_1v1)
+    weights = next(p for p in milestone.iterdir() if p.suffix == ".safetensors")
+    weights.write_bytes(weights.read_bytes()[:-8] + b"damaged!")
+    assert best_checkpoint(run) is None
+    assert find_checkpoint(str(run)) == newest  # never a damaged policy
+    with pytest.raises(CheckpointError, match=r"no rated milestone that verifies.*@latest"):
+        find_checkpoint(f"{run}@best")
+
+
+def test_run_at_best_without_ratings_says_what_to_use(tmp_path: Path, run_1v1: Path) -> None:
+    run = tmp_path / "plain"
+    shutil.copytree(run_1v1, run)
+    with pytest.raises(CheckpointError, match=r"@latest for its newest checkpoint"):
+        find_checkpoint(f"{run}@best")
+    with pytest.raises(StartFromError, match=r"no rated milestone"):
+        resolve_start(f"{run}@best")
+    with pytest.raises(CheckpointError, match=r"run directory '.*nope' does not exist"):
+        find_checkpoint(f"{tmp_path / 'nope'}@latest")
+    assert find_checkpoint(f"{run}@latest") == find_checkpoint(str(run))
