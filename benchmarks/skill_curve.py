@@ -37,6 +37,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import platform
@@ -264,14 +265,23 @@ def snapshot_record(
 
 
 def evaluate(
-    snapshot: dict[str, Any], opponent: str, mode: str, games: int, args: argparse.Namespace, out: Path
+    snapshot: dict[str, Any],
+    opponent: str,
+    mode: str,
+    games: int,
+    args: argparse.Namespace,
+    out: Path,
+    shipped: bool = False,
 ) -> dict[str, Any]:
+    """``speedflip eval`` of the snapshot (its newest checkpoint), or with ``shipped`` of the run's best-rated
+    milestone at that time, against ``opponent``."""
     seed, label = snapshot["seed"], minute_label(snapshot["minute"])
     eval_dir = out / f"seed{seed}" / "eval"
     eval_dir.mkdir(parents=True, exist_ok=True)
-    json_path = eval_dir / f"{label}-{opponent}-{mode}.json"
+    json_path = eval_dir / f"{'shipped-' if shipped else ''}{label}-{opponent}-{mode}.json"
+    path = snapshot["shipped"]["path"] if shipped else snapshot["path"]
     cmd = [
-        *speedflip_cmd(), "eval", snapshot["path"], opponent_spec(opponent),
+        *speedflip_cmd(), "eval", path, opponent_spec(opponent),
         "--games", str(games), "--game-seconds", f"{args.game_seconds:g}", "--seed", str(args.eval_seed),
         "--league", str(eval_dir / "league.json"), "--json", str(json_path),
     ]  # fmt: skip
@@ -333,6 +343,71 @@ def evaluate_seed(result: dict[str, Any], args: argparse.Namespace, out: Path, s
                 save()
         if all("error" not in snap["results"][o][m] for o in snap["results"] for m in modes):
             done[steps] = snap["results"]
+    evaluate_shipped(result, args, out, save)
+
+
+def shipped_at(run_dir: Path, agent_steps: int) -> dict[str, Any] | None:
+    """The run's best-rated milestone among those of step <= ``agent_steps``: what ``RUN/best.json`` named
+    then (:mod:`speedflip.selfplay.best`: the highest rating at rating time within the newest stage; a new
+    stage replaces the best). Rebuilt from ``games.csv`` (each rating game's row carries the milestone's
+    rating so far), so runs made before ``best.json`` existed are scored the same way."""
+    games = run_dir / "games.csv"
+    if not games.is_file():
+        return None
+    rated: dict[str, tuple[int, float]] = {}
+    with games.open(newline="") as f:
+        for row in csv.DictReader(f):
+            name, step = row["player_a"], row["step"]
+            if "@" in name and step and name.endswith(f"@{step}") and int(step) <= agent_steps:
+                rated[name] = (int(step), float(row["rating_a"]))  # the last row: the rating after all its games
+    best: dict[str, Any] | None = None
+    for name, (step, elo) in sorted(rated.items(), key=lambda item: item[1][0]):
+        stage = name.rsplit("@", 1)[0]
+        if best is None or best["stage"] != stage or elo > best["elo"]:
+            best = {"name": name, "stage": stage, "agent_steps": step, "elo": round(elo, 1),
+                    "path": str(run_dir / "milestones" / stage / str(step))}  # fmt: skip
+    return best
+
+
+def evaluate_shipped(result: dict[str, Any], args: argparse.Namespace, out: Path, save: Any) -> None:
+    """Evaluate the bot a user of the run would ship at every snapshot: its best-rated milestone so far."""
+    modes = ["deterministic", *(["stochastic"] if args.also_stochastic else [])]
+    run_dir = Path(result["run_dir"])
+    done: dict[tuple[int, int], dict[str, Any]] = {}  # (milestone step, games) -> results
+    for snap in result["snapshots"]:
+        if snap.get("path") is None:
+            continue
+        shipped = shipped_at(run_dir, snap["agent_steps"])
+        if shipped is None:
+            continue
+        snap["shipped"] = shipped
+        games = args.games_final if snap.get("final") else args.games
+        key = (shipped["agent_steps"], games)
+        if key in done:
+            snap["shipped_results"] = done[key]
+            continue
+        snap["shipped_results"] = {}
+        for opponent in args.opponents:
+            snap["shipped_results"][opponent] = {}
+            for mode in modes:
+                r = evaluate(snap, opponent, mode, games, args, out, shipped=True)
+                snap["shipped_results"][opponent][mode] = r
+                if "error" not in r:
+                    print(
+                        f"  seed {snap['seed']} {minute_label(snap['minute'])} shipped {shipped['name']} "
+                        f"({shipped['elo']:.0f} Elo) vs {opponent} ({mode}): "
+                        f"{r['wins']}/{r['draws']}/{r['losses']} win {r['win_rate']:.2f} "
+                        f"score {r['score_rate']:.2f} goals {r['goals_for']}-{r['goals_against']}",
+                        flush=True,
+                    )
+                save()
+        done[key] = snap["shipped_results"]
+    best_file = run_dir / "best.json"
+    final = result["snapshots"][-1] if result["snapshots"] else {}
+    if best_file.is_file() and final.get("shipped"):
+        named = json.loads(best_file.read_text()).get("name")
+        if named != final["shipped"]["name"]:  # the run went on after the final snapshot, or the rule changed
+            print(f"  note: {best_file} names {named}, the rebuilt final choice is {final['shipped']['name']}")
 
 
 # --- plot and table ----------------------------------------------------------------------------------------
@@ -400,16 +475,22 @@ def _fmt(r: dict[str, Any] | None) -> str:
     return f"{r['win_rate']:.2f} / {r['score_rate']:.2f}"
 
 
-def summary_table(report: dict[str, Any], mode: str = "deterministic") -> str:
+def summary_table(report: dict[str, Any], mode: str = "deterministic", shipped: bool = False) -> str:
+    """The markdown table: per seed and snapshot, and the median per minute. ``shipped``: the best-rated
+    milestone at each snapshot (the bot ``speedflip eval/export RUN`` use) instead of the newest checkpoint."""
     opponents = report["config"]["opponents"]
-    snaps = [s for s in all_snapshots(report) if any(mode in v for v in s["results"].values())]
+    key = "shipped_results" if shipped else "results"
+    snaps = [{**s, "results": s[key]} for s in all_snapshots(report) if any(mode in v for v in s.get(key, {}).values())]
     if not snaps:
-        return f"(no {mode} results)"
+        return f"(no {mode} results{' of the shipped bot' if shipped else ''})"
     head = "| seed | minute | agent steps | " + " | ".join(f"vs {o}: win / score" for o in opponents) + " |"
     lines = [head, "|" + "---|" * (3 + len(opponents))]
     for s in sorted(snaps, key=lambda s: (s["seed"], s["minute"])):
         cells = [_fmt(s["results"].get(o, {}).get(mode)) for o in opponents]
-        lines.append(f"| {s['seed']} | {s['minute']:g} | {s['agent_steps']:,} | " + " | ".join(cells) + " |")
+        steps = f"{s['agent_steps']:,}"
+        if shipped:
+            steps = f"{s['shipped']['name']} ({s['shipped']['elo']:.0f} Elo) of {steps}"
+        lines.append(f"| {s['seed']} | {s['minute']:g} | {steps} | " + " | ".join(cells) + " |")
     seeds = sorted({s["seed"] for s in snaps})
     for minute in sorted({s["minute"] for s in snaps}):
         group = [s for s in snaps if s["minute"] == minute]
@@ -429,8 +510,9 @@ def summary_table(report: dict[str, Any], mode: str = "deterministic") -> str:
     games = f"{cfg['games']} games ({cfg['games_final']} for the last snapshot)"
     load_s = _load_text(report.get("load_start"))
     load_e = _load_text(report.get("load_end"))
+    bot = "the best-rated milestone so far (shipped)" if shipped else "the newest checkpoint"
     foot = (
-        f"\npreset `{cfg['preset']}`, {mode} play, {games} of {cfg['game_seconds']:g} s, eval seed "
+        f"\npreset `{cfg['preset']}`, {bot}, {mode} play, {games} of {cfg['game_seconds']:g} s, eval seed "
         f"{cfg['eval_seed']}, sides swapped; win / score rate (a draw scores 0.5); "
         f"{report['machine']['cpu_count']} CPUs, load average (1/5/15 min) at start {load_s}, at end {load_e}."
     )
@@ -443,6 +525,10 @@ def summary_table(report: dict[str, Any], mode: str = "deterministic") -> str:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     p.add_argument("--summarize", metavar="JSON", help="print the markdown table of a skill_curve.json and exit")
+    p.add_argument("--shipped", metavar="JSON",
+                   help="evaluate, for every snapshot of a finished skill_curve.json, the run's best-rated "
+                   "milestone at that time (the bot speedflip eval/export use), with the JSON's eval settings; "
+                   "adds it there")  # fmt: skip
     p.add_argument("--preset", default="1v1", help="the preset trained (default 1v1)")
     p.add_argument("--minutes", type=float, default=30.0, help="wall-clock minutes of training per seed (default 30)")
     p.add_argument("--seeds", type=int, default=3, help="how many seeds, trained one after another (default 3)")
@@ -462,7 +548,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--also-stochastic", action="store_true", help="also evaluate sampled play (--stochastic)")
     args = p.parse_args(argv)
     args.opponents = [o.strip() for o in args.opponents.split(",") if o.strip()]
-    if args.summarize is None:
+    if args.summarize is None and args.shipped is None:
         if args.minutes <= 0 or args.snapshot_minutes <= 0:
             p.error("--minutes and --snapshot-minutes must be positive")
         if args.seeds < 1 or args.first_seed < 0 or args.games < 2 or args.games_final < 2:
@@ -475,12 +561,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.shipped:
+        json_path = Path(args.shipped)
+        saved = json.loads(json_path.read_text())
+        cfg = saved["config"]
+        args.opponents, args.games, args.games_final = cfg["opponents"], cfg["games"], cfg["games_final"]
+        args.game_seconds, args.eval_seed, args.also_stochastic = (
+            cfg["game_seconds"],
+            cfg["eval_seed"],
+            cfg["also_stochastic"],
+        )
+        saved.setdefault("shipped_load_start", machine_load())
+        for result in saved["seeds"]:
+            evaluate_shipped(result, args, json_path.parent, lambda: json_path.write_text(json.dumps(saved, indent=2)))
+        json_path.write_text(json.dumps(saved, indent=2))
+        args.summarize = str(json_path)
     if args.summarize:
         saved = json.loads(Path(args.summarize).read_text())
-        print(summary_table(saved))
-        if saved["config"].get("also_stochastic"):
-            print()
-            print(summary_table(saved, "stochastic"))
+        for shipped in (False, True):
+            for mode in ("deterministic", *(["stochastic"] if saved["config"].get("also_stochastic") else [])):
+                print(summary_table(saved, mode, shipped=shipped))
+                print()
         return 0
     out = Path(args.out or f"runs/skill-curve-{args.preset}")
     out.mkdir(parents=True, exist_ok=True)
@@ -536,10 +637,10 @@ def main(argv: list[str] | None = None) -> int:
     if write_plot(report, png):
         print(f"plot: {png}")
     print(f"results: {json_path}\n")
-    print(summary_table(report))
-    if args.also_stochastic:
-        print()
-        print(summary_table(report, "stochastic"))
+    for shipped in (False, True):
+        for mode in ("deterministic", *(["stochastic"] if args.also_stochastic else [])):
+            print(summary_table(report, mode, shipped=shipped))
+            print()
     return 0
 
 

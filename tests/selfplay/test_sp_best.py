@@ -93,3 +93,39 @@ def test_run_at_best_without_ratings_says_what_to_use(tmp_path: Path, run_1v1: P
     with pytest.raises(CheckpointError, match=r"run directory '.*nope' does not exist"):
         find_checkpoint(f"{tmp_path / 'nope'}@latest")
     assert find_checkpoint(f"{run}@latest") == find_checkpoint(str(run))
+
+
+def test_the_skill_benchmark_rebuilds_the_same_choice_from_games_csv(tmp_path: Path) -> None:
+    """benchmarks/skill_curve.py scores runs made before best.json existed by rebuilding the choice from
+    games.csv; it must pick what update_best picks, as of any step."""
+    import csv
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "skill_curve", Path(__file__).parents[2] / "benchmarks" / "skill_curve.py"
+    )
+    assert spec is not None and spec.loader is not None
+    skill_curve = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(skill_curve)
+
+    # (step, stage, ratings after each of its rating games): the last one is its rating
+    rated = [(100, "main", [600.0, 640.0]), (200, "main", [700.0, 690.0]), (300, "main", [650.0, 689.0]),
+             (400, "main", [720.0, 710.0]), (500, "1v2", [400.0, 420.0]), (600, "1v2", [380.0, 410.0])]  # fmt: skip
+    with (tmp_path / "games.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["step", "player_a", "player_b", "rating_a"])
+        writer.writerow([150, "learner", "main@100", 990.0])  # a pool game: not a rating
+        for step, stage, ratings in rated:
+            for opponent, rating in zip(("rule", "idle"), ratings, strict=True):
+                writer.writerow([step, f"{stage}@{step}", opponent, rating])
+    shipped = {}
+    for step, stage, ratings in rated:
+        update_best(tmp_path, BestMilestone(f"milestones/{stage}/{step}", f"{stage}@{step}", step, ratings[-1], stage))
+        shipped[step] = read_best(tmp_path)
+    for step in (100, 250, 300, 450, 500, 650):
+        expected = shipped[max(s for s, _, _ in rated if s <= step)]
+        got = skill_curve.shipped_at(tmp_path, step)
+        assert expected is not None and got is not None
+        assert (got["name"], got["elo"]) == (expected.name, expected.elo), step
+    assert skill_curve.shipped_at(tmp_path, 50) is None
+    assert [skill_curve.shipped_at(tmp_path, s)["name"] for s in (250, 450, 650)] == ["main@200", "main@400", "1v2@500"]
