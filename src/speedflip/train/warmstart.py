@@ -3,7 +3,8 @@
 Where a run starts, in the order of the seed documents:
 
 1. an explicit checkpoint (``--from runs/a/checkpoints/2000000`` or any checkpoint folder),
-2. a chosen milestone (``--from runs/a/milestones/main/2000000`` or ``--from runs/a@2000000``),
+2. a chosen milestone (``--from runs/a/milestones/main/2000000``, ``--from runs/a@2000000``, or
+   ``--from runs/a@best``: its best-rated milestone, :mod:`speedflip.selfplay.best`),
 3. the latest compatible checkpoint of the run directory (a plain resume; ``--from runs/a`` takes the
    newest verified checkpoint of another run).
 
