@@ -64,7 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     ev = sub.add_parser(
         "eval", help="evaluate a policy on its env (one argument) or a rated head-to-head match (two players)"
     )
-    ev.add_argument("a", help="run dir, checkpoint folder, or rule / random / idle")
+    ev.add_argument(
+        "a", help="run dir (its best-rated milestone), RUN@latest, checkpoint folder, or rule / random / idle"
+    )
     ev.add_argument("b", nargs="?", help="the opponent, same forms as A (Rocket League; default: rule)")
     ev.add_argument("--episodes", type=int, default=20, help="Gymnasium run: episodes to play (default 20)")
     ev.add_argument(
@@ -125,7 +127,11 @@ def _parser() -> argparse.ArgumentParser:
     doctor.add_argument("--seconds", type=float, default=1.0, help="seconds per speed check (default 1)")
 
     export = sub.add_parser("export", help="export a trained policy: RLBot v5 bot folder, ONNX, TorchScript")
-    export.add_argument("run", help="a run directory (its newest good checkpoint) or a checkpoint folder")
+    export.add_argument(
+        "run",
+        help="a run directory (its best-rated milestone, else its newest good checkpoint), RUN@latest, or a "
+        "checkpoint folder",
+    )
     export.add_argument("--rlbot", metavar="DIR", help="write a ready RLBot v5 bot folder here")
     export.add_argument("--onnx", metavar="FILE", help="write the policy network as ONNX (needs the onnx package)")
     export.add_argument("--torchscript", metavar="FILE", help="write the policy network as TorchScript")
