@@ -170,7 +170,7 @@ def test_rate_milestone_writes_exact_games(tmp_path: Path, run_1v1: Path) -> Non
 STEPS = 64
 
 
-def _train_rated(run: Path, total_steps: int) -> str:
+def _train_rated(run: Path, total_steps: int, snapshot_every: int = STEPS) -> str:
     import io
 
     from rich.console import Console
@@ -180,7 +180,7 @@ def _train_rated(run: Path, total_steps: int) -> str:
     cfg = tiny_config(
         ppo={"num_steps": 16, "minibatch_size": 64},
         run={"total_steps": total_steps, "checkpoint_interval_steps": 2 * STEPS, "milestone_replays": False},
-        selfplay={"snapshot_interval_steps": STEPS, "rating_games": 2, "rating_game_seconds": 2.0},
+        selfplay={"snapshot_interval_steps": snapshot_every, "rating_games": 2, "rating_game_seconds": 2.0},
     )
     assert cfg.selfplay.rate_milestones  # the default
     out = io.StringIO()
@@ -249,3 +249,16 @@ def test_a_short_run_rates_every_milestone_and_leaves_its_plot(tmp_path: Path) -
     assert resumed["train_seconds"] > meta["train_seconds"] and resumed["rating_seconds"] > meta["rating_seconds"]
     top = max((n for n in league if n.startswith("main@")), key=lambda n: league[n]["rating"])
     assert json.loads((run / "best.json").read_text())["name"] == top  # the resumed run kept comparing
+
+
+def test_the_end_of_the_budget_makes_a_rated_milestone(tmp_path: Path) -> None:
+    """Milestones every 2 iterations, a budget of 3: the last iteration makes one too, so the final policy
+    is rated and can be the shipped bot."""
+    run = tmp_path / "run"
+    _train_rated(run, 3 * STEPS, snapshot_every=2 * STEPS)
+    assert sorted(int(p.name) for p in (run / "milestones" / "main").iterdir()) == [2 * STEPS, 3 * STEPS]
+    league = json.loads((run / "league.json").read_text())["players"]
+    assert league[f"main@{2 * STEPS}"]["games"] > 0 and league[f"main@{3 * STEPS}"]["games"] > 0
+    best = json.loads((run / "best.json").read_text())
+    top = max((f"main@{2 * STEPS}", f"main@{3 * STEPS}"), key=lambda n: league[n]["rating"])
+    assert best["name"] == top

@@ -179,7 +179,10 @@ class RocketLeagueSession:
             record["charts/nan_resets"] = trainer.env.total_nan_resets
         record["charts/reward_phase"] = trainer.reward_phase
         trainer.matchmaker.flush()
-        if trainer.global_step >= self.next_milestone:
+        # with ratings on, the last iteration of a run that reaches its budget makes (and rates) a milestone
+        # too, so the final policy can become the shipped bot (best.json)
+        final = trainer.global_step >= self.cfg.run.total_steps and self._rating_on()
+        if trainer.global_step >= self.next_milestone or final:
             meta = {**checkpoint_meta(record), "phase": trainer.stage_name, "timestamp": time.time()}
             path = trainer.milestone({**meta, **self._clock_meta()})
             self.next_milestone = (trainer.global_step // sp.snapshot_interval_steps + 1) * sp.snapshot_interval_steps
@@ -199,11 +202,14 @@ class RocketLeagueSession:
             "extra": f"touches/min {_fmt(record['charts/touches_per_minute'])}",
         }
 
+    def _rating_on(self) -> bool:
+        return self.cfg.selfplay.rate_milestones and rating_unavailable(self.trainer.env_cfg.env) is None
+
     def _rate_milestone(self, path: Path, record: dict[str, Any], console: Console) -> float | None:
         """Rate the new milestone (:mod:`speedflip.selfplay.rating`), timed into ``perf/rating_seconds``;
         returns its Elo (``None``: off or not possible here; a rating never stops training)."""
         trainer = self.trainer
-        if not self.cfg.selfplay.rate_milestones or rating_unavailable(trainer.env_cfg.env) is not None:
+        if not self._rating_on():
             return None
         start = time.perf_counter()
         try:
