@@ -132,7 +132,7 @@ def test_rate_milestone_writes_exact_games(tmp_path: Path, run_1v1: Path) -> Non
     rated = rate_milestone(path, league, cfg.env, cfg.selfplay, seed=0, games_log=games_log, train_minutes=2.5)
 
     name = f"main@{step}"
-    assert rated.name == name and rated.prior_mean == 1000.0  # the first milestone: prior at 1000
+    assert rated.name == name and rated.prior_mean == IDLE_RATING  # the first milestone: prior at the idle car
     assert rated.games == {REFERENCE_PLAYER: 4, IDLE_PLAYER: 4}
     assert rated.describe().startswith(f"{name}: ")
     with games_log.open(newline="") as f:
@@ -146,7 +146,7 @@ def test_rate_milestone_writes_exact_games(tmp_path: Path, run_1v1: Path) -> Non
     for j in range(1, 9):
         scores = [float(r["score_a"]) for r in rows[:j]]
         anchors = [FIXED_RATINGS[r["player_b"]] for r in rows[:j]]
-        assert float(rows[j - 1]["rating_a"]) == pytest.approx(performance_rating(scores, anchors, 1000.0, 300.0))
+        assert float(rows[j - 1]["rating_a"]) == pytest.approx(performance_rating(scores, anchors, IDLE_RATING, 300.0))
         assert float(rows[j - 1]["rating_b"]) == FIXED_RATINGS[rows[j - 1]["player_b"]]
     player = league.players[name]
     assert player.rating == rated.rating == pytest.approx(float(rows[-1]["rating_a"]))

@@ -12,9 +12,11 @@ The milestone's rating ``R`` maximizes the Elo log-likelihood of its scores plus
     sum_j [s_j log E_j + (1 - s_j) log(1 - E_j)] - (R - mu)^2 / (2 sd^2),   E_j = 1 / (1 + 10^((r_j - R) / 400))
 
 with ``s_j`` the score of game ``j`` (1 win, 0.5 draw, 0 loss), ``r_j`` the opponent's rating, ``mu``
-the previous rated milestone's rating (1000 for the first) and ``sd = selfplay.rating_prior_sd``. The
-objective is concave, so the maximum is unique; Newton's method finds it. The prior keeps the rating
-finite when every game is won or lost and pulls a rating from few games towards the last one.
+the previous rated milestone's rating (for the first, the idle car's 470: an untrained policy plays about
+as well as a car that does nothing) and ``sd = selfplay.rating_prior_sd``. The objective is concave, so
+the maximum is unique; Newton's method finds it. The prior keeps the rating finite when every game is
+won or lost and pulls a rating from few games towards the last one. (A first prior at the rule bot's
+1000 rated untrained first milestones above later, better ones, and made them the shipped bot.)
 games.csv gets one row per game with the rating from the games so far, so a rebuilt league is exact.
 """
 
@@ -33,7 +35,7 @@ from speedflip.config import EnvConfig, SelfPlayConfig
 from speedflip.env.action_forms import table_from_spec
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.selfplay import elo
-from speedflip.selfplay.league import IDLE_PLAYER, REFERENCE_PLAYER, League, Player, append_games
+from speedflip.selfplay.league import IDLE_PLAYER, IDLE_RATING, REFERENCE_PLAYER, League, Player, append_games
 from speedflip.selfplay.match import OBS_KEYS, match_env_config, play_match
 from speedflip.selfplay.policies import IdlePolicy, NeuralPolicy, Policy, ScriptedPolicy, checkpoint_meta
 from speedflip.selfplay.rule_policy import RulePolicy
@@ -162,7 +164,7 @@ def rate_milestone(
         raise RatingError(f"'{path / 'meta.json'}' lacks global_step or compat.obs_dim (not a speedflip milestone)")
     name = f"{path.parent.name}@{step}"
     earlier = earlier_milestones(league, step, sp.rating_opponents)
-    prior_mean = earlier[0].rating if earlier else elo.INITIAL_RATING
+    prior_mean = earlier[0].rating if earlier else IDLE_RATING
 
     table = table_from_spec(env.action_table)  # the match env's table (built from the same setting)
     opponents: list[tuple[str, Policy]] = [(REFERENCE_PLAYER, ScriptedPolicy(RulePolicy.for_table(table)))]
