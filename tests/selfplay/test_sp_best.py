@@ -129,3 +129,11 @@ def test_the_skill_benchmark_rebuilds_the_same_choice_from_games_csv(tmp_path: P
         assert (got["name"], got["elo"]) == (expected.name, expected.elo), step
     assert skill_curve.shipped_at(tmp_path, 50) is None
     assert [skill_curve.shipped_at(tmp_path, s)["name"] for s in (250, 450, 650)] == ["main@200", "main@400", "1v2@500"]
+
+
+def test_the_exported_bot_is_named_after_its_run_also_from_a_milestone(tmp_path: Path) -> None:
+    from speedflip.export.exporter import run_name
+
+    assert run_name(tmp_path / "myrun" / "checkpoints" / "500") == "myrun"
+    assert run_name(tmp_path / "myrun" / "milestones" / "main" / "500") == "myrun"  # the shipped bot
+    assert run_name(tmp_path / "somewhere" / "500") == "speedflip"

@@ -158,6 +158,16 @@ class Source:
     num_actions: int
 
 
+def run_name(checkpoint: Path) -> str:
+    """The run folder's name for ``RUN/checkpoints/STEP`` and ``RUN/milestones/STAGE/STEP`` (the shipped bot),
+    else ``speedflip``."""
+    if checkpoint.parent.name == "checkpoints":
+        return checkpoint.parent.parent.name
+    if checkpoint.parent.parent.name == "milestones":
+        return checkpoint.parent.parent.parent.name
+    return "speedflip"
+
+
 def read_source(run: str) -> Source:
     """Find and check the checkpoint; a clear :class:`ExportError` when it cannot be exported."""
     from safetensors.numpy import load_file
@@ -336,9 +346,7 @@ def export_rlbot(src: Source, out_dir: Path, force: bool, name: str | None, chec
         raise ExportError(f"'{out_dir}' already exists; choose another folder or pass --force to replace it")
     if out_dir.exists() and not out_dir.is_dir():
         raise ExportError(f"'{out_dir}' exists and is not a folder")
-    bot_name = name or (
-        src.checkpoint.parent.parent.name if src.checkpoint.parent.name == "checkpoints" else "speedflip"
-    )
+    bot_name = name or run_name(src.checkpoint)
     agent_id = "speedflip/" + "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in bot_name.lower())
     obs_dim, table, positions, big = check_layout(src)
     settings = bot_settings(src, bot_name, obs_dim, table, positions, big)
