@@ -25,8 +25,13 @@ def _kill_a_worker(proc: Trainer) -> int:
     proc.wait_for(lambda: len(proc.new_records()) >= 2, what="2 iterations")
     workers = worker_pids(proc.proc.pid)
     assert len(workers) >= 2, f"expected 2 collection workers below {proc.proc.pid}, found {workers}"
-    os.kill(workers[0], signal.SIGKILL)
-    return workers[0]
+    for pid in workers:  # a short-lived child (e.g. a git call for checkpoint metadata) may be gone already
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        return pid
+    raise AssertionError(f"every listed worker {workers} had exited before the kill")
 
 
 def test_killed_worker_is_restarted_and_training_continues(tmp_path: Path) -> None:
