@@ -130,6 +130,8 @@ def test_worker_killed_between_step_async_and_step_wait() -> None:
     env = started()
     try:
         env.step(zeros(env))
+        # stopped first, so the worker cannot finish this step before it dies (a race under load)
+        kill(env, 0, signal.SIGSTOP)
         env.step_async(zeros(env))
         kill(env, 0)
         result = env.step_wait()
