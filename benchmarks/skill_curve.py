@@ -74,6 +74,17 @@ def minute_label(minute: float) -> str:
     return f"{minute:g}min"
 
 
+def cpu_model() -> str | None:
+    """The CPU's model name (Linux), so runs on different hosts are not compared as if alike."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
 def machine_load() -> dict[str, Any]:
     """What else was running: the load averages and the busiest processes (ps, where available)."""
     info: dict[str, Any] = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cpu_count": os.cpu_count()}
@@ -314,54 +325,91 @@ def evaluate(
     }
 
 
-def evaluate_seed(result: dict[str, Any], args: argparse.Namespace, out: Path, save: Any) -> None:
+def evaluate_snapshot(
+    snap: dict[str, Any], games: int, args: argparse.Namespace, out: Path, save: Any, shipped: bool = False
+) -> dict[str, dict[str, Any]]:
+    """Every opponent x play mode for one snapshot: its newest checkpoint, or with ``shipped`` the best-rated
+    milestone it names (``snap["shipped"]``). Saves after each evaluation, so an interrupted run keeps them."""
     modes = ["deterministic", *(["stochastic"] if args.also_stochastic else [])]
-    done: dict[int, dict[str, Any]] = {}  # agent steps -> results (a snapshot of the same checkpoint reuses them)
+    key = "shipped_results" if shipped else "results"
+    if shipped:
+        bot = f"shipped {snap['shipped']['name']} ({snap['shipped']['elo']:.0f} Elo)"
+    else:
+        bot = f"({snap['agent_steps']:,} steps)"
+    snap[key] = {}
+    for opponent in args.opponents:
+        snap[key][opponent] = {}
+        for mode in modes:
+            r = evaluate(snap, opponent, mode, games, args, out, shipped=shipped)
+            snap[key][opponent][mode] = r
+            where = f"  seed {snap['seed']} {minute_label(snap['minute'])} {bot} vs {opponent} ({mode})"
+            if "error" in r:
+                print(f"{where}: {r['error']}", flush=True)
+            else:
+                print(
+                    f"{where}: {r['wins']}/{r['draws']}/{r['losses']} win {r['win_rate']:.2f} "
+                    f"score {r['score_rate']:.2f} goals {r['goals_for']}-{r['goals_against']}",
+                    flush=True,
+                )
+            save()
+    return snap[key]
+
+
+def evaluate_seed(
+    result: dict[str, Any], args: argparse.Namespace, out: Path, save: Any, bots: tuple[bool, ...] = (False, True)
+) -> None:
+    """Evaluate every snapshot of one seed: its newest checkpoint (``False`` in ``bots``) and the bot a user
+    would ship then (``True``: the best-rated milestone so far; ``--shipped`` asks for it alone, for runs
+    measured before it existed). A checkpoint or milestone seen before at the same game count reuses its
+    results."""
+    run_dir = Path(result["run_dir"])
+    rated = rated_milestones(run_dir)
+    done: dict[tuple[bool, int, int], dict[str, Any]] = {}  # (shipped, agent steps, games) -> results
     for snap in result["snapshots"]:
         if snap.get("path") is None:
             continue
         games = args.games_final if snap.get("final") else args.games
-        steps = snap["agent_steps"]
-        if steps in done and all(done[steps][o][m]["games"] == games for o in done[steps] for m in modes):
-            snap["results"] = done[steps]
-            continue
-        snap["results"] = {}
-        for opponent in args.opponents:
-            snap["results"][opponent] = {}
-            for mode in modes:
-                r = evaluate(snap, opponent, mode, games, args, out)
-                snap["results"][opponent][mode] = r
-                if "error" in r:
-                    print(f"  {minute_label(snap['minute'])} vs {opponent} ({mode}): {r['error']}", flush=True)
-                else:
-                    print(
-                        f"  seed {snap['seed']} {minute_label(snap['minute'])} ({steps:,} steps) vs {opponent} "
-                        f"({mode}): {r['wins']}/{r['draws']}/{r['losses']} win {r['win_rate']:.2f} "
-                        f"score {r['score_rate']:.2f} goals {r['goals_for']}-{r['goals_against']}",
-                        flush=True,
-                    )
-                save()
-        if all("error" not in snap["results"][o][m] for o in snap["results"] for m in modes):
-            done[steps] = snap["results"]
-    evaluate_shipped(result, args, out, save)
+        snap["shipped"] = shipped_at(rated, run_dir, snap["agent_steps"])
+        for shipped in bots:
+            if shipped and snap["shipped"] is None:
+                continue
+            steps = snap["shipped"]["agent_steps"] if shipped else snap["agent_steps"]
+            key = (shipped, steps, games)
+            if key in done:
+                snap["shipped_results" if shipped else "results"] = done[key]
+                continue
+            results = evaluate_snapshot(snap, games, args, out, save, shipped=shipped)
+            if all("error" not in by_mode[m] for by_mode in results.values() for m in by_mode):
+                done[key] = results
+    if result["snapshots"]:
+        check_best_file(run_dir, result["snapshots"][-1])
 
 
-def shipped_at(run_dir: Path, agent_steps: int) -> dict[str, Any] | None:
-    """The run's best-rated milestone among those of step <= ``agent_steps``: what ``RUN/best.json`` named
-    then (:mod:`speedflip.selfplay.best`: the highest rating at rating time within the newest stage; a new
-    stage replaces the best). Rebuilt from ``games.csv`` (each rating game's row carries the milestone's
-    rating so far), so runs made before ``best.json`` existed are scored the same way."""
+def rated_milestones(run_dir: Path) -> list[tuple[str, int, float]]:
+    """Every rated milestone of a run as (name, agent steps, rating after its rating games), by step, read
+    from ``games.csv``: each rating game's row carries the milestone's rating so far, and only its rating
+    games are played at its own step. Empty when the run rated nothing."""
     games = run_dir / "games.csv"
     if not games.is_file():
-        return None
+        return []
     rated: dict[str, tuple[int, float]] = {}
     with games.open(newline="") as f:
         for row in csv.DictReader(f):
             name, step = row["player_a"], row["step"]
-            if "@" in name and step and name.endswith(f"@{step}") and int(step) <= agent_steps:
+            if "@" in name and step and name.endswith(f"@{step}"):
                 rated[name] = (int(step), float(row["rating_a"]))  # the last row: the rating after all its games
+    return sorted(((name, step, elo) for name, (step, elo) in rated.items()), key=lambda item: item[1])
+
+
+def shipped_at(rated: list[tuple[str, int, float]], run_dir: Path, agent_steps: int) -> dict[str, Any] | None:
+    """The run's best-rated milestone among those of step <= ``agent_steps``: what ``RUN/best.json`` named
+    then (:mod:`speedflip.selfplay.best`: the highest rating at rating time within the newest stage; a new
+    stage replaces the best), from :func:`rated_milestones`, so runs made before ``best.json`` existed are
+    scored the same way."""
     best: dict[str, Any] | None = None
-    for name, (step, elo) in sorted(rated.items(), key=lambda item: item[1][0]):
+    for name, step, elo in rated:
+        if step > agent_steps:
+            break
         stage = name.rsplit("@", 1)[0]
         if best is None or best["stage"] != stage or elo > best["elo"]:
             best = {"name": name, "stage": stage, "agent_steps": step, "elo": round(elo, 1),
@@ -369,41 +417,9 @@ def shipped_at(run_dir: Path, agent_steps: int) -> dict[str, Any] | None:
     return best
 
 
-def evaluate_shipped(result: dict[str, Any], args: argparse.Namespace, out: Path, save: Any) -> None:
-    """Evaluate the bot a user of the run would ship at every snapshot: its best-rated milestone so far."""
-    modes = ["deterministic", *(["stochastic"] if args.also_stochastic else [])]
-    run_dir = Path(result["run_dir"])
-    done: dict[tuple[int, int], dict[str, Any]] = {}  # (milestone step, games) -> results
-    for snap in result["snapshots"]:
-        if snap.get("path") is None:
-            continue
-        shipped = shipped_at(run_dir, snap["agent_steps"])
-        if shipped is None:
-            continue
-        snap["shipped"] = shipped
-        games = args.games_final if snap.get("final") else args.games
-        key = (shipped["agent_steps"], games)
-        if key in done:
-            snap["shipped_results"] = done[key]
-            continue
-        snap["shipped_results"] = {}
-        for opponent in args.opponents:
-            snap["shipped_results"][opponent] = {}
-            for mode in modes:
-                r = evaluate(snap, opponent, mode, games, args, out, shipped=True)
-                snap["shipped_results"][opponent][mode] = r
-                if "error" not in r:
-                    print(
-                        f"  seed {snap['seed']} {minute_label(snap['minute'])} shipped {shipped['name']} "
-                        f"({shipped['elo']:.0f} Elo) vs {opponent} ({mode}): "
-                        f"{r['wins']}/{r['draws']}/{r['losses']} win {r['win_rate']:.2f} "
-                        f"score {r['score_rate']:.2f} goals {r['goals_for']}-{r['goals_against']}",
-                        flush=True,
-                    )
-                save()
-        done[key] = snap["shipped_results"]
+def check_best_file(run_dir: Path, final: dict[str, Any]) -> None:
+    """Say when the run's ``best.json`` names another milestone than the rebuilt final choice."""
     best_file = run_dir / "best.json"
-    final = result["snapshots"][-1] if result["snapshots"] else {}
     if best_file.is_file() and final.get("shipped"):
         named = json.loads(best_file.read_text()).get("name")
         if named != final["shipped"]["name"]:  # the run went on after the final snapshot, or the rule changed
@@ -573,7 +589,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         saved.setdefault("shipped_load_start", machine_load())
         for result in saved["seeds"]:
-            evaluate_shipped(result, args, json_path.parent, lambda: json_path.write_text(json.dumps(saved, indent=2)))
+            evaluate_seed(
+                result, args, json_path.parent, lambda: json_path.write_text(json.dumps(saved, indent=2)), bots=(True,)
+            )
         json_path.write_text(json.dumps(saved, indent=2))
         args.summarize = str(json_path)
     if args.summarize:
@@ -594,6 +612,7 @@ def main(argv: list[str] | None = None) -> int:
         "git_commit": git_commit(),
         "machine": {
             "cpu_count": os.cpu_count(),
+            "cpu_model": cpu_model(),
             "platform": platform.platform(),
             "python": platform.python_version(),
         },

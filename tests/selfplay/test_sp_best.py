@@ -118,17 +118,23 @@ def test_the_skill_benchmark_rebuilds_the_same_choice_from_games_csv(tmp_path: P
         for step, stage, ratings in rated:
             for opponent, rating in zip(("rule", "idle"), ratings, strict=True):
                 writer.writerow([step, f"{stage}@{step}", opponent, rating])
+    from_csv = skill_curve.rated_milestones(tmp_path)
+    assert [(name, step) for name, step, _ in from_csv][:2] == [("main@100", 100), ("main@200", 200)]
     shipped = {}
     for step, stage, ratings in rated:
         update_best(tmp_path, BestMilestone(f"milestones/{stage}/{step}", f"{stage}@{step}", step, ratings[-1], stage))
         shipped[step] = read_best(tmp_path)
     for step in (100, 250, 300, 450, 500, 650):
         expected = shipped[max(s for s, _, _ in rated if s <= step)]
-        got = skill_curve.shipped_at(tmp_path, step)
+        got = skill_curve.shipped_at(from_csv, tmp_path, step)
         assert expected is not None and got is not None
         assert (got["name"], got["elo"]) == (expected.name, expected.elo), step
-    assert skill_curve.shipped_at(tmp_path, 50) is None
-    assert [skill_curve.shipped_at(tmp_path, s)["name"] for s in (250, 450, 650)] == ["main@200", "main@400", "1v2@500"]
+    assert skill_curve.shipped_at(from_csv, tmp_path, 50) is None
+    assert [skill_curve.shipped_at(from_csv, tmp_path, s)["name"] for s in (250, 450, 650)] == [
+        "main@200",
+        "main@400",
+        "1v2@500",
+    ]
 
 
 def test_the_exported_bot_is_named_after_its_run_also_from_a_milestone(tmp_path: Path) -> None:
