@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from speedflip.config import build_config
+from speedflip.config import ConfigError, build_config
 from speedflip.schedule import (
+    adapt_learning_rate,
     ent_coef,
     learning_rate,
     mechanics_active,
@@ -23,6 +24,30 @@ def test_learning_rate_constant_or_annealed() -> None:
     assert learning_rate(annealed, 0) == pytest.approx(0.001)
     assert learning_rate(annealed, 250) == pytest.approx(0.00075)
     assert learning_rate(annealed, 2000) == 0.0
+
+
+def test_learning_rate_adapted_to_kl() -> None:
+    cfg = build_config({"ppo": {"learning_rate": 0.001, "lr_target_kl": 0.01, "learning_rate_max": 0.002}})
+    ppo = cfg.ppo
+    assert learning_rate(cfg, 0) == 0.001  # before the first update: ppo.learning_rate
+    assert learning_rate(cfg, 10**6, adapted=0.0004) == 0.0004  # then what the last update left
+    assert adapt_learning_rate(ppo, 0.001, 0.001) == pytest.approx(0.0015)  # KL < 0.005: x1.5
+    assert adapt_learning_rate(ppo, 0.0015, 0.001) == pytest.approx(0.002)  # x1.5 = 0.00225, capped at max
+    assert adapt_learning_rate(ppo, 0.001, 0.03) == pytest.approx(0.001 / 1.5)  # KL > 0.02: /1.5
+    assert adapt_learning_rate(ppo, 0.001, 0.005) == 0.001  # 0.005..0.02: unchanged
+    assert adapt_learning_rate(ppo, 0.001, 0.02) == 0.001
+    assert adapt_learning_rate(ppo, 0.001, float("nan")) == 0.001  # no minibatch applied
+    assert adapt_learning_rate(ppo, 1.2e-5, 1.0) == pytest.approx(1e-5)  # floor: learning_rate_min
+    fixed = build_config({"ppo": {"learning_rate": 0.001}})
+    assert adapt_learning_rate(fixed.ppo, 0.001, 1e-9) == 0.001  # lr_target_kl unset: never adapted
+    assert learning_rate(fixed, 0, adapted=0.5) == 0.001
+
+
+def test_learning_rate_schedules_exclusive() -> None:
+    with pytest.raises(ConfigError, match=r"anneal_lr and ppo\.lr_target_kl"):
+        build_config({"ppo": {"anneal_lr": True, "lr_target_kl": 0.01}})
+    with pytest.raises(ConfigError, match=r"learning_rate_min \(0\.01\) is above"):
+        build_config({"ppo": {"learning_rate_min": 0.01, "learning_rate_max": 0.001}})
 
 
 def test_entropy_constant_or_decayed() -> None:

@@ -263,6 +263,13 @@ class PPOConfig(_Strict):
     update_epochs: int = Field(3, ge=1, le=100)
     learning_rate: float = Field(3e-4, gt=0, le=1)
     anneal_lr: bool = Field(False, description="linearly decay the learning rate to 0 over total_steps")
+    lr_target_kl: float | None = Field(
+        None, gt=0,
+        description="adapt the learning rate after every update to keep its mean approximate KL near this: "
+        "x1.5 below half of it, /1.5 above twice it, within learning_rate_min..learning_rate_max (None = off)",
+    )  # fmt: skip
+    learning_rate_min: float = Field(1e-5, gt=0, le=1, description="lr_target_kl: the lowest learning rate")
+    learning_rate_max: float = Field(3e-3, gt=0, le=1, description="lr_target_kl: the highest learning rate")
     gamma: float = Field(0.99, gt=0, le=1)
     gae_lambda: float = Field(0.95, ge=0, le=1)
     clip_coef: float = Field(0.2, gt=0)
@@ -287,6 +294,20 @@ class PPOConfig(_Strict):
     @classmethod
     def _layers(cls, v: list[int]) -> list[int]:
         return _check_layers(v, "[256, 256]")
+
+    @model_validator(mode="after")
+    def _lr_schedule(self) -> PPOConfig:
+        if self.lr_target_kl is not None and self.anneal_lr:
+            raise ValueError(
+                "ppo.anneal_lr and ppo.lr_target_kl both set the learning rate; keep one (set ppo.anneal_lr=false "
+                "or ppo.lr_target_kl=null)"
+            )
+        if self.learning_rate_min > self.learning_rate_max:
+            raise ValueError(
+                f"ppo.learning_rate_min ({self.learning_rate_min}) is above ppo.learning_rate_max "
+                f"({self.learning_rate_max}); swap them"
+            )
+        return self
 
 
 class RunConfig(_Strict):

@@ -5,11 +5,12 @@ between rollouts (a new stage rebuilds the collector, a new phase sets reward we
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from speedflip.config import Config, EnvConfig
+from speedflip.config import Config, EnvConfig, PPOConfig
 
 
 def stage_config(cfg: Config, stage: int) -> Config:
@@ -36,11 +37,33 @@ def stage_name(cfg: Config, stage: int) -> str:
     return cfg.curriculum.stages[stage].name if cfg.curriculum.enabled else "main"
 
 
-def learning_rate(cfg: Config, global_step: int) -> float:
-    """``ppo.learning_rate``, decayed linearly to 0 over ``run.total_steps`` with ``ppo.anneal_lr``."""
+def learning_rate(cfg: Config, global_step: int, adapted: float | None = None) -> float:
+    """The learning rate for the next update: ``ppo.learning_rate``, decayed linearly to 0 over
+    ``run.total_steps`` with ``ppo.anneal_lr``; with ``ppo.lr_target_kl``, ``adapted`` (the rate
+    :func:`adapt_learning_rate` left after the last update; ``ppo.learning_rate`` before the first)."""
+    if cfg.ppo.lr_target_kl is not None:
+        return cfg.ppo.learning_rate if adapted is None else adapted
     if not cfg.ppo.anneal_lr:
         return cfg.ppo.learning_rate
     return cfg.ppo.learning_rate * max(0.0, 1.0 - global_step / cfg.run.total_steps)
+
+
+LR_ADAPT_FACTOR = 1.5  # the KL-adaptive learning rate moves by this factor per update (as rsl_rl's PPO)
+
+
+def adapt_learning_rate(ppo: PPOConfig, current: float, approx_kl: float) -> float:
+    """The KL-adaptive learning rate after an update whose mean approximate KL was ``approx_kl``:
+    ``current * 1.5`` when the KL was below half of ``ppo.lr_target_kl``, ``current / 1.5`` above twice
+    it, else unchanged; kept within ``[ppo.learning_rate_min, ppo.learning_rate_max]``. A NaN KL (no
+    minibatch applied) or ``lr_target_kl`` unset leaves ``current`` as it is."""
+    target = ppo.lr_target_kl
+    if target is None or not math.isfinite(approx_kl):
+        return current
+    if approx_kl > 2.0 * target:
+        current /= LR_ADAPT_FACTOR
+    elif approx_kl < 0.5 * target:
+        current *= LR_ADAPT_FACTOR
+    return min(max(current, ppo.learning_rate_min), ppo.learning_rate_max)
 
 
 def ent_coef(cfg: Config, global_step: int) -> float:

@@ -267,3 +267,19 @@ def test_recurrent_checkpoint_restores_weights_and_restarts_memory(tmp_path: Pat
     assert b.collector.state.abs().sum() == 0 and b.collector.starts.all()  # fresh episodes: fresh memory
     a.close()
     b.close()
+
+
+def test_kl_adaptive_learning_rate_moves_and_survives_resume(tmp_path: Path) -> None:
+    """ppo.lr_target_kl: far above the updates' KL, every update raises the rate 1.5x (to the cap), and a
+    resumed session goes on from the adapted rate, not from ppo.learning_rate."""
+    cfg = gym_config("cartpole-ppo", "run.total_steps=4000", "ppo.learning_rate=0.0001", "ppo.lr_target_kl=10.0",
+                     "ppo.learning_rate_max=0.0003", "ppo.anneal_lr=false")  # fmt: skip
+    a = GymSession(cfg)
+    used = [a.iterate()["charts/learning_rate"] for _ in range(3)]
+    assert used == pytest.approx([0.0001, 0.00015, 0.000225])
+    path = save_checkpoint(tmp_path, a.global_step, a.to_checkpoint(), keep=2)
+    a.close()
+    b = GymSession(cfg)
+    b.load(path)
+    assert b.iterate()["charts/learning_rate"] == pytest.approx(0.0003)  # 0.0003375, capped
+    b.close()

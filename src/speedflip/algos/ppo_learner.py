@@ -12,6 +12,7 @@ The update itself is :func:`speedflip.algos.ppo.ppo_update` (or the recurrent on
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ from speedflip.models.build import PolicyModel, make_adam
 from speedflip.models.mlp import ActorCritic
 from speedflip.models.recurrent import RecurrentActorCritic
 from speedflip.rollout import PolicyWeights, Rollout
+from speedflip.schedule import adapt_learning_rate
 
 PPOBatch = Batch | SequenceRollout
 
@@ -149,7 +151,9 @@ class PPOLearner:
         if reason is None and raw_obs is not None and self.cfg.ppo.normalize_obs:
             self.obs_rms.update(raw_obs.reshape(-1, raw_obs.shape[-1]))
         self.version += 1
-        metrics["learning_rate"] = self.learning_rate
+        metrics["learning_rate"] = self.learning_rate  # the rate this update used
+        if reason is None:  # ppo.lr_target_kl: the next update's rate follows this one's KL
+            self.learning_rate = adapt_learning_rate(self.ppo, self.learning_rate, metrics.get("approx_kl", math.nan))
         metrics["update_seconds"] = time.perf_counter() - start
         return metrics
 
@@ -179,7 +183,8 @@ class PPOLearner:
             "rng.generator": self.generator.get_state(),
         }
         model = {k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()}
-        return LearnerState(model, self.optimizer.state_dict(), tensors, {"iteration": self.version})
+        meta = {"iteration": self.version, "learning_rate": self.learning_rate}
+        return LearnerState(model, self.optimizer.state_dict(), tensors, meta)
 
     def load_state_dict(self, state: LearnerState) -> None:
         t = state.tensors
@@ -192,6 +197,8 @@ class PPOLearner:
         torch.set_rng_state(t["rng.torch"])
         self.generator.set_state(t["rng.generator"])
         self.version = int(state.meta["iteration"])
+        if self.cfg.ppo.lr_target_kl is not None and "learning_rate" in state.meta:  # the adapted rate goes on
+            self.learning_rate = float(state.meta["learning_rate"])
         self.guard.snapshot()
 
     def load_policy(self, state: LearnerState, keep_optimizer: bool = False) -> None:

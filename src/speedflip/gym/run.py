@@ -165,7 +165,8 @@ class GymSession:
         rollout = self.collector.collect(learner.policy_weights(), self.global_step)
         self.global_step += rollout.stats.steps
         batch = learner.prepare(rollout)
-        learner.set_hyperparameters(learning_rate(self.cfg, self.global_step), ent_coef(self.cfg, self.global_step))
+        step = self.global_step
+        learner.set_hyperparameters(learning_rate(self.cfg, step, learner.learning_rate), ent_coef(self.cfg, step))
         metrics = learner.update(batch, rollout.raw_obs, where=f"step {self.global_step:,}")
         collect_s = rollout.stats.collect_seconds
         record = self._base_record(rollout.stats, time.perf_counter() - start)

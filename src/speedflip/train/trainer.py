@@ -241,7 +241,8 @@ class Trainer:
 
     def _update_now(self, batch: PPOBatch, raw_obs: Array | None) -> dict[str, float]:
         step = self.global_step
-        self.learner.set_hyperparameters(learning_rate(self.cfg, step), ent_coef(self.cfg, step))
+        rate = learning_rate(self.cfg, step, self.learner.learning_rate)
+        self.learner.set_hyperparameters(rate, ent_coef(self.cfg, step))
         if self.overlap:  # collection runs at the same time: keep its thread count
             return self.learner.update(batch, raw_obs, where=f"step {step:,}")
         with torch_threads(self.update_threads):
