@@ -11,6 +11,7 @@ from speedflip.env.rewards import (
     REWARD_COMPONENTS,
     RewardContext,
     WeightedReward,
+    aimed_touch,
     face_ball,
     goal,
     touch,
@@ -88,6 +89,22 @@ def test_velocity_ball_to_goal_by_hand() -> None:
     1200 * 3000 / 7088.62 = 507.857 -> 0.0846428.
     """
     np.testing.assert_allclose(velocity_ball_to_goal(_one_v_one()), [[0.5, -0.5], [0.12, 0.0846428]], atol=1e-5)
+
+
+def test_aimed_touch_by_hand() -> None:
+    """(1 + cos) / 2 of the ball's direction against the direction to each car's opponent goal, on touches.
+
+    Arena 0: the ball flies straight at orange's goal: blue 1.0, orange (at its own goal) 0.0.
+    Arena 1: blue cos = 720 / 1200 = 0.6 -> 0.8; orange cos = 507.857 / 1200 = 0.4232143 -> 0.7116071
+    (the dot products of test_velocity_ball_to_goal_by_hand). Untouched cars get 0, a ball at rest 0.5.
+    """
+    ctx = _one_v_one()
+    ctx.touched = np.ones((2, 2), bool)
+    np.testing.assert_allclose(aimed_touch(ctx), [[1.0, 0.0], [0.8, 0.7116071]], atol=1e-5)
+    ctx.touched = np.array([[True, False], [False, True]])
+    np.testing.assert_allclose(aimed_touch(ctx), [[1.0, 0.0], [0.0, 0.7116071]], atol=1e-5)
+    ctx.state.ball[:, :, L.BALL_VEL] = 0.0
+    np.testing.assert_allclose(aimed_touch(ctx), [[0.5, 0.0], [0.0, 0.5]], atol=1e-6)
 
 
 def test_touch_is_the_touch_flag() -> None:

@@ -156,6 +156,18 @@ def basic_shot(ctx: RewardContext) -> Array:
     return _f32(ctx.touched * np.maximum(velocity_ball_to_goal(ctx), 0.0))
 
 
+def aimed_touch(ctx: RewardContext) -> Array:
+    """On a touch: ``(1 + cos a) / 2``, ``a`` the angle between the ball's velocity after the step and the
+    direction from the ball to the opponent goal: 1 sent straight at it, 0.5 across, 0 straight at the own
+    goal (0.5 for a ball left at rest). A touch reward that never pays for an own goal's direction."""
+    _, ball = ctx.own_view()
+    velocity = ball[..., L.BALL_VEL]
+    speed = np.linalg.norm(velocity, axis=-1)
+    cosine = np.sum(velocity * _unit(OPPONENT_GOAL - ball[..., L.BALL_POS]), axis=-1) / np.maximum(speed, 1e-6)
+    aim = np.where(speed > 1.0, (1.0 + np.clip(cosine, -1.0, 1.0)) / 2.0, 0.5)
+    return _f32(ctx.touched * aim)
+
+
 def ball_velocity_to_own_goal(ctx: RewardContext) -> Array:
     """Ball speed towards the car's own goal, 0..1 of top speed (use a negative weight)."""
     _, ball = ctx.own_view()
@@ -221,6 +233,7 @@ REWARD_COMPONENTS: dict[str, RewardFn] = {
     "strong_hit": strong_hit,
     "jump_shot": jump_shot,
     "basic_shot": basic_shot,
+    "aimed_touch": aimed_touch,
     "velocity_player_to_ball": velocity_player_to_ball,
     "velocity_ball_to_goal": velocity_ball_to_goal,
     "ball_velocity_to_own_goal": ball_velocity_to_own_goal,
