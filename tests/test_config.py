@@ -226,11 +226,12 @@ def test_overrides_apply_over_preset() -> None:
             "ppo.learning_rate=1e-4",  # YAML 1.1 reads '1e-4' as text; the float field still accepts it
             "ppo.policy_layers=[16]",
             "ppo.anneal_lr=yes",
+            "ppo.lr_target_kl=null",  # quick adapts its rate; annealing replaces that (both: an error)
             "run.seed=3",
         ],
     )
     assert cfg.env.num_arenas == 4
-    assert cfg.env.rewards["goal"] == 2.0 and cfg.env.rewards["touch"] == 1.0
+    assert cfg.env.rewards["goal"] == 2.0 and cfg.env.rewards["aimed_touch"] == 1.0
     assert cfg.ppo.learning_rate == pytest.approx(1e-4)
     assert isinstance(cfg.ppo.learning_rate, float)
     assert cfg.ppo.policy_layers == [16] and cfg.ppo.critic_layers == [256, 256]
