@@ -231,7 +231,7 @@ def test_overrides_apply_over_preset() -> None:
         ],
     )
     assert cfg.env.num_arenas == 4
-    assert cfg.env.rewards["goal"] == 2.0 and cfg.env.rewards["aimed_touch"] == 1.0
+    assert cfg.env.rewards["goal"] == 2.0 and cfg.env.rewards["touch"] == 1.0
     assert cfg.ppo.learning_rate == pytest.approx(1e-4)
     assert isinstance(cfg.ppo.learning_rate, float)
     assert cfg.ppo.policy_layers == [16] and cfg.ppo.critic_layers == [256, 256]
