@@ -364,6 +364,12 @@ class RunConfig(_Strict):
     amp: bool = Field(
         False, description="mixed precision (torch.amp autocast + GradScaler) on CUDA; ignored with a note on CPU"
     )
+    update_precision: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto",
+        description="the PPO update's matrix products: 'bfloat16' autocasts them (output layers and the loss stay "
+        "float32), 'float32' does not; 'auto' = bfloat16 for feed-forward Rocket League PPO on a CPU with native "
+        "bfloat16 instructions (AVX512-BF16 or AMX), float32 elsewhere (docs/performance.md)",
+    )
     compile: bool = Field(False, description="torch.compile the network; falls back to eager with a note if it fails")
     overlap_collection: bool = Field(
         False,
@@ -385,6 +391,15 @@ class RunConfig(_Strict):
     )
     owner: str = Field(default_factory=lambda: _os_user(), min_length=1)
     tensorboard: bool = True
+
+    @model_validator(mode="after")
+    def _one_precision(self) -> RunConfig:
+        if self.amp and self.update_precision == "bfloat16":
+            raise ValueError(
+                "run.amp (float16 with a gradient scaler, CUDA) and run.update_precision=bfloat16 both choose the "
+                "update's precision; keep one (set run.amp=false or run.update_precision=auto)"
+            )
+        return self
 
 
 class SelfPlayConfig(_Strict):

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from speedflip.accel import compile_networks, make_gradient_step
+from speedflip.accel import compile_networks, make_gradient_step, resolve_update_precision
 from speedflip.algos.dqn import ReplayBuffer, dqn_update, epsilon_at, update_target
 from speedflip.algos.ppo_learner import LearnerState
 from speedflip.checkpoint import from_numpy_dict, to_numpy_dict
@@ -48,7 +48,8 @@ class DQNLearner:
         self.target = copy.deepcopy(self.model)
         self.target.requires_grad_(False)
         self.optimizer = make_adam(self.model, d.learning_rate, eps=1e-8)
-        self.gradient_step = make_gradient_step(device, cfg.run.amp)
+        precision = resolve_update_precision(cfg.run.update_precision, device, bfloat16_pays=False)
+        self.gradient_step = make_gradient_step(device, cfg.run.amp, precision)
         self.notes: list[str] = list(self.gradient_step.notes)
         # The networks as called (compiled wrappers sharing the parameters with run.compile); self.model and
         # self.target stay the plain modules, so state dicts and checkpoints are the same either way.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from speedflip.models.mlp import mlp
+from speedflip.models.mlp import forward_float32_output, mlp
 
 
 class QNetwork(nn.Module):
@@ -19,8 +19,7 @@ class QNetwork(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """``[B, obs_dim]`` -> ``[B, num_actions]`` action values."""
-        out: torch.Tensor = self.net(obs)
-        return out
+        return forward_float32_output(self.net, obs)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
