@@ -742,6 +742,7 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
             "num_steps": cfg.ppo.num_steps,
             "minibatch_size": cfg.ppo.minibatch_size,
             "update_epochs": cfg.ppo.update_epochs,
+            "update_precision": trainer.learner.precision,  # run.update_precision as resolved here
             "overrides": opts.overrides,
             "resolved": config_to_dict(cfg),
         },
@@ -835,7 +836,8 @@ def print_report(r: dict[str, Any], console: Console) -> None:
     phys = r["physics_agent_sps"]
     title = (
         f"speedflip bench: {cfg['team_size']}, {cfg['num_arenas']} arenas, policy {cfg['policy_layers']}, "
-        f"{r['machine']['cores']} cores, torch threads {r['machine']['torch_threads']}"
+        f"{r['machine']['cores']} cores, torch threads {r['machine']['torch_threads']}, "
+        f"update in {cfg.get('update_precision', 'float32')}"
     )
     table = Table(title=title, title_justify="left")
     for col in ("measurement", "agent steps/s", "of physics limit", "other load (cores)"):
