@@ -33,22 +33,22 @@ class GradientStep:
     """Backward + clip + step, with optional AMP. Build with :func:`make_gradient_step`."""
 
     device: torch.device
-    amp: bool = False
     notes: list[str] = field(default_factory=list)
-    scaler: torch.amp.GradScaler | None = None
-    dtype: torch.dtype | None = None  # bfloat16: autocast without a scaler (run.update_precision)
+    scaler: torch.amp.GradScaler | None = None  # run.amp on CUDA (float16)
+    dtype: torch.dtype | None = None  # the autocast dtype: float16 (run.amp), bfloat16 (run.update_precision)
+
+    @property
+    def amp(self) -> bool:
+        """float16 AMP with a gradient scaler (CUDA)."""
+        return self.scaler is not None
 
     @contextlib.contextmanager
     def autocast(self) -> Iterator[None]:
-        """Forward passes of the loss run under this: float16 autocast on CUDA when AMP is on, bfloat16
-        autocast on the device with ``dtype`` set, nothing otherwise."""
-        if self.amp:
-            with torch.autocast(device_type="cuda", dtype=torch.float16):
-                yield
-        elif self.dtype is not None:
-            with torch.autocast(device_type=self.device.type, dtype=self.dtype):
-                yield
-        else:
+        """Forward passes of the loss run under this: autocast to :attr:`dtype` on the device when set."""
+        if self.dtype is None:
+            yield
+            return
+        with torch.autocast(device_type=self.device.type, dtype=self.dtype):
             yield
 
     def __call__(
@@ -99,13 +99,13 @@ def make_gradient_step(device: torch.device, amp: bool, precision: str = "float3
         note = "update in bfloat16 autocast (output layers, loss, weights and optimizer in float32)"
         if device.type == "cpu" and not cpu_has_native_bfloat16():
             note += "; this CPU has no native bfloat16 instructions, so it is likely slower than float32"
-        return GradientStep(device, False, [note], dtype=torch.bfloat16)
+        return GradientStep(device, [note], dtype=torch.bfloat16)
     if amp and device.type != "cuda":
-        return GradientStep(device, False, [f"run.amp is for CUDA devices; training on {device} in float32"])
+        return GradientStep(device, [f"run.amp is for CUDA devices; training on {device} in float32"])
     if amp:
         scaler = torch.amp.GradScaler("cuda")
-        return GradientStep(device, True, ["mixed precision: float16 autocast + GradScaler"], scaler)
-    return GradientStep(device, False)
+        return GradientStep(device, ["mixed precision: float16 autocast + GradScaler"], scaler, torch.float16)
+    return GradientStep(device)
 
 
 def compile_networks(networks: dict[str, nn.Module], example: torch.Tensor, notes: list[str]) -> dict[str, nn.Module]:

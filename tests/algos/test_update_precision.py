@@ -62,6 +62,11 @@ def test_float32_output_layer_under_autocast() -> None:
     # by hand: the bfloat16 hidden activations through the float32 output layer
     expected = hidden.float() @ net[2].weight.T + net[2].bias
     torch.testing.assert_close(out, expected)
+    # an output layer alone (the recurrent model's heads without head layers) runs wholly in float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        alone = forward_float32_output(net[0], x)
+    assert alone.dtype == torch.float32
+    torch.testing.assert_close(alone, x @ net[0].weight.T + net[0].bias)
 
 
 def _confident_policy() -> tuple[ActorCritic, Batch]:

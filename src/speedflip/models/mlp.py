@@ -28,8 +28,9 @@ def mlp(in_dim: int, hidden: list[int], out_dim: int, out_gain: float) -> nn.Seq
     return nn.Sequential(*layers)
 
 
-def forward_float32_output(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
-    """``net(x)`` with its last layer in float32 when a lower-precision autocast is on.
+def forward_float32_output(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``net(x)`` with its last layer in float32 when a lower-precision autocast is on (``net``: an
+    ``nn.Sequential`` whose last module is the output layer, or the output layer alone).
 
     Under bfloat16 autocast the hidden layers (where the time goes) run in bfloat16, but logits rounded
     to bfloat16 (3 significant digits) would put noise of the order of the update itself into PPO's
@@ -40,9 +41,11 @@ def forward_float32_output(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
     if not torch.is_autocast_enabled(x.device.type):
         out: torch.Tensor = net(x)
         return out
-    *hidden, output = net
-    for layer in hidden:
-        x = layer(x)
+    output = net
+    if isinstance(net, nn.Sequential):
+        *hidden, output = net
+        for layer in hidden:
+            x = layer(x)
     with torch.autocast(x.device.type, enabled=False):
         out = output(x.float())
     return out

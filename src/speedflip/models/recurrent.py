@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical
 
-from speedflip.models.mlp import layer_init, mlp
+from speedflip.models.mlp import forward_float32_output, layer_init, mlp
 
 
 class RecurrentActorCritic(nn.Module):
@@ -107,24 +107,23 @@ class RecurrentActorCritic(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """One step for ``B`` envs: ``(actions, log_probs, values, new_state)``."""
         out, state = self.forward_sequence(obs.unsqueeze(0), state, starts.unsqueeze(0))
-        logits = self.policy(out[0])
+        logits = forward_float32_output(self.policy, out[0])
         dist = Categorical(logits=logits)
         actions = logits.argmax(-1) if deterministic else dist.sample()
-        return actions, dist.log_prob(actions), self.critic(out[0]).squeeze(-1), state
+        return actions, dist.log_prob(actions), forward_float32_output(self.critic, out[0]).squeeze(-1), state
 
     def value(self, obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
         """V for one step of ``B`` envs (the state is not advanced)."""
         out, _ = self.forward_sequence(obs.unsqueeze(0), state, starts.unsqueeze(0))
-        value: torch.Tensor = self.critic(out[0]).squeeze(-1)
-        return value
+        return forward_float32_output(self.critic, out[0]).squeeze(-1)
 
     def evaluate(
         self, obs: torch.Tensor, actions: torch.Tensor, state: torch.Tensor, starts: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sequences ``obs [L, B, D]`` and ``actions [L, B]`` from ``state`` -> ``(log_probs, entropy, values)``."""
         out, _ = self.forward_sequence(obs, state, starts)
-        dist = Categorical(logits=self.policy(out))
-        return dist.log_prob(actions), dist.entropy(), self.critic(out).squeeze(-1)
+        dist = Categorical(logits=forward_float32_output(self.policy, out))
+        return dist.log_prob(actions), dist.entropy(), forward_float32_output(self.critic, out).squeeze(-1)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
