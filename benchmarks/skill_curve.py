@@ -317,6 +317,7 @@ def evaluate(
         "score_rate_95ci": [data["interval_low"], data["interval_high"]],
         "goals_for": data["goals_a"],
         "goals_against": data["goals_b"],
+        "own_goals_against": data.get("own_goals_a"),  # of goals_against: off the bot's own last touch
         "shots_for": data.get("shots_a"),
         "touches_for": data.get("touches_a"),
         "action_mode": data.get("action_mode", mode),
@@ -348,7 +349,8 @@ def evaluate_snapshot(
             else:
                 print(
                     f"{where}: {r['wins']}/{r['draws']}/{r['losses']} win {r['win_rate']:.2f} "
-                    f"score {r['score_rate']:.2f} goals {r['goals_for']}-{r['goals_against']}",
+                    f"score {r['score_rate']:.2f} goals {r['goals_for']}-{r['goals_against']}"
+                    + (f" (own goals {r['own_goals_against']})" if r.get("own_goals_against") is not None else ""),
                     flush=True,
                 )
             save()
@@ -488,7 +490,8 @@ def _load_text(load: dict[str, Any] | None) -> str:
 def _fmt(r: dict[str, Any] | None) -> str:
     if not r or "win_rate" not in r:
         return "-"
-    return f"{r['win_rate']:.2f} / {r['score_rate']:.2f}"
+    own = r.get("own_goals_against")
+    return f"{r['win_rate']:.2f} / {r['score_rate']:.2f}" + (f" (og {own})" if own else "")
 
 
 def summary_table(report: dict[str, Any], mode: str = "deterministic", shipped: bool = False) -> str:
@@ -529,7 +532,7 @@ def summary_table(report: dict[str, Any], mode: str = "deterministic", shipped: 
     bot = "the best-rated milestone so far (shipped)" if shipped else "the newest checkpoint"
     foot = (
         f"\npreset `{cfg['preset']}`, {bot}, {mode} play, {games} of {cfg['game_seconds']:g} s, eval seed "
-        f"{cfg['eval_seed']}, sides swapped; win / score rate (a draw scores 0.5); "
+        f"{cfg['eval_seed']}, sides swapped; win / score rate (a draw scores 0.5), og: own goals conceded; "
         f"{report['machine']['cpu_count']} CPUs, load average (1/5/15 min) at start {load_s}, at end {load_e}."
     )
     return "\n".join(lines) + foot

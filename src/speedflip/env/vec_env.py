@@ -43,6 +43,7 @@ class StepResult:
     # one per arena that finished: return, length_seconds, touches_per_minute, goal + env.episodes.EPISODE_METRICS
     episodes: list[dict[str, float]] = field(default_factory=list)
     goal_team: Array | None = None  # [K]: -1 no goal, 0 blue scored, 1 orange scored (None: not reported)
+    touched: Array | None = None  # [K, C] bool: the car touched the ball during this step (before any reset)
 
 
 class RocketLeagueVecEnv:
@@ -257,6 +258,7 @@ class RocketLeagueVecEnv:
             final_obs=final_obs,
             episodes=episodes,
             goal_team=goal_team,
+            touched=touched,
         )
 
     def _sticky(self, idx: Array, custom: Array | None) -> Array | None:

@@ -157,6 +157,7 @@ def run_eval(
         "",
     )
     table.add_row("goals", str(summary.goals_a), str(summary.goals_b))
+    table.add_row("own goals (conceded off the own last touch)", str(summary.own_goals_a), str(summary.own_goals_b))
     table.add_row("shots", str(summary.shots_a), str(summary.shots_b))
     table.add_row("saves", str(summary.saves_a), str(summary.saves_b))
     table.add_row("touches", str(summary.touches_a), str(summary.touches_b))

@@ -48,6 +48,8 @@ class GameResult:
     saves_a: int
     saves_b: int
     seconds: float
+    own_goals_a: int = 0  # of goals_b: goals A conceded off A's own last touch (see :func:`play_match`)
+    own_goals_b: int = 0
 
     @property
     def score_a(self) -> float:
@@ -76,6 +78,8 @@ class MatchSummary:
     shots_b: int
     saves_a: int
     saves_b: int
+    own_goals_a: int
+    own_goals_b: int
 
 
 def summarize(results: list[GameResult]) -> MatchSummary:
@@ -99,6 +103,8 @@ def summarize(results: list[GameResult]) -> MatchSummary:
         shots_b=sum(r.shots_b for r in results),
         saves_a=sum(r.saves_a for r in results),
         saves_b=sum(r.saves_b for r in results),
+        own_goals_a=sum(r.own_goals_a for r in results),
+        own_goals_b=sum(r.own_goals_b for r in results),
     )
 
 
@@ -204,6 +210,9 @@ def play_match(
 
     ``policy_b`` is A's opponent in every game, or a sequence of one opponent per game (arena ``k``
     plays ``policy_b[k]``), so games against several opponents run side by side in one env.
+
+    An **own goal** is a goal whose last touch (in the scoring step or before it, since the kickoff) came
+    from the conceding team alone; a step in which both teams touched the ball counts for neither.
     """
     K, C = env.num_arenas, env.num_cars
     opponents: list[Player] = list(policy_b) if isinstance(policy_b, Sequence) else [policy_b] * K
@@ -220,6 +229,8 @@ def play_match(
     goals_blue = np.zeros(K, np.int64)
     goals_orange = np.zeros(K, np.int64)
     touches = np.zeros((K, C), np.int64)
+    own_goals = np.zeros((K, 2), np.int64)  # [K, team]: goals the team conceded off its own last touch
+    last_touch_team = np.full(K, -1, np.int64)  # -1: nobody since the kickoff, or both teams in one step
     obs = env.reset()
     start_stats = _car_stats(env)
     steps = math.ceil(game_seconds * L.TICK_RATE / env.cfg.tick_skip)
@@ -230,7 +241,13 @@ def play_match(
         rewards = result.rewards.reshape(K, C)[:, 0]  # car 0 is blue: +1 blue goal, -1 orange goal
         goals_blue += (result.terminated.reshape(K, C)[:, 0] & (rewards > 0)).astype(np.int64)
         goals_orange += (result.terminated.reshape(K, C)[:, 0] & (rewards < 0)).astype(np.int64)
-        touches += env.state.cars[:, :, 0, L.CAR_HIT_LAST_STEP] > 0.5
+        touched = result.touched if result.touched is not None else env.state.cars[:, :, 0, L.CAR_HIT_LAST_STEP] > 0.5
+        touches += touched
+        last_touch_team = update_last_touch_team(last_touch_team, touched, car_is_blue)
+        if result.goal_team is not None:
+            own = (result.goal_team >= 0) & (last_touch_team == 1 - result.goal_team)  # the conceding team
+            own_goals[own, 1 - result.goal_team[own]] += 1
+        last_touch_team[result.terminated.reshape(K, C)[:, 0] | result.truncated.reshape(K, C)[:, 0]] = -1
         obs = result.obs
     stats = _car_stats(env) - start_stats  # [K, C, 2] shots, saves
     seconds = steps * env.cfg.tick_skip / L.TICK_RATE
@@ -238,6 +255,7 @@ def play_match(
     for k in range(K):
         a_cars = car_is_blue if a_is_blue[k] else ~car_is_blue
         goals_a, goals_b = (goals_blue[k], goals_orange[k]) if a_is_blue[k] else (goals_orange[k], goals_blue[k])
+        a_team, b_team = (L.BLUE, L.ORANGE) if a_is_blue[k] else (L.ORANGE, L.BLUE)
         results.append(
             GameResult(
                 game=k,
@@ -251,9 +269,22 @@ def play_match(
                 saves_a=int(stats[k, a_cars, 1].sum()),
                 saves_b=int(stats[k, ~a_cars, 1].sum()),
                 seconds=seconds,
+                own_goals_a=int(own_goals[k, a_team]),
+                own_goals_b=int(own_goals[k, b_team]),
             )
         )
     return results
+
+
+def update_last_touch_team(last_touch_team: Array, touched: Array, car_is_blue: Array) -> Array:
+    """The team whose car touched the ball last, per arena (``[K]``; -1 after a step where both teams
+    touched it), from the previous value and this step's touches ``[K, C]``; untouched arenas keep theirs."""
+    blue = (touched & car_is_blue[None, :]).any(axis=1)
+    orange = (touched & ~car_is_blue[None, :]).any(axis=1)
+    out: Array = np.where(
+        blue & orange, -1, np.where(blue, L.BLUE, np.where(orange, L.ORANGE, last_touch_team))
+    ).astype(np.int64)
+    return out
 
 
 def _car_stats(env: RocketLeagueVecEnv) -> Array:

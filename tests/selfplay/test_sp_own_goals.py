@@ -1,0 +1,81 @@
+"""Own goals in rated matches: the last touch decides, counted per side on real RocketSim."""
+
+from __future__ import annotations
+
+import numpy as np
+import RocketSim as rsim
+
+from speedflip.env import layout as L
+from speedflip.env.vec_env import RocketLeagueVecEnv
+from speedflip.selfplay.match import match_env_config, play_match, summarize, update_last_touch_team
+from speedflip.selfplay.policies import resolve_policy
+
+BLUE_ORANGE = np.array([True, False])  # car 0 blue, car 1 orange
+
+
+def test_last_touch_team_by_hand() -> None:
+    before = np.array([-1, L.BLUE, L.ORANGE, L.BLUE, L.ORANGE])
+    touched = np.array(
+        [
+            [False, False],  # nobody: keeps -1
+            [False, True],  # orange touches after blue
+            [False, False],  # nobody: keeps orange
+            [True, True],  # both in one step: nobody's
+            [True, False],  # blue touches after orange
+        ]
+    )
+    after = update_last_touch_team(before, touched, BLUE_ORANGE)
+    assert after.tolist() == [-1, L.ORANGE, L.ORANGE, -1, L.BLUE]
+
+
+def _own_goal_setup(arena: rsim.Arena, cars: list[rsim.Car], rng: np.random.Generator) -> None:
+    """Blue's car rolls at 1500 uu/s towards its own goal with the ball at rest in front of it."""
+    arena.reset_kickoff(seed=int(rng.integers(0, 2**31 - 1)))
+    ball = rsim.BallState()
+    ball.pos = rsim.Vec(0.0, -4700.0, L.BALL_REST_Z)
+    arena.ball.set_state(ball)
+    for car in cars:
+        state = car.get_state()
+        blue = car.team == rsim.Team.BLUE
+        y, yaw = (-4300.0, -np.pi / 2) if blue else (4600.0, -np.pi / 2)
+        state.pos = rsim.Vec(0.0, y, L.CAR_REST_Z)
+        state.rot_mat = rsim.Angle(yaw, 0.0, 0.0).as_rot_mat()
+        state.vel = rsim.Vec(0.0, -1500.0 if blue else 0.0, 0.0)
+        state.ang_vel = rsim.Vec(0.0, 0.0, 0.0)
+        car.set_state(state)
+
+
+def test_a_car_pushing_the_ball_into_its_own_goal_scores_an_own_goal() -> None:
+    env = RocketLeagueVecEnv(match_env_config(2, 1, 4.0), seed=0)
+    try:
+        env.setters["kickoff"] = _own_goal_setup  # every reset (also after a goal) repeats the situation
+        idle = resolve_policy("idle", env.obs_dim, env.actions.table)
+        results = play_match(env, idle, idle, game_seconds=4.0)
+    finally:
+        env.close()
+    a_blue, a_orange = results
+    assert a_blue.a_is_blue and not a_orange.a_is_blue
+    # game 0: A drives blue and concedes only own goals; game 1: B is blue and does
+    assert a_blue.goals_b >= 1 and a_blue.goals_a == 0
+    assert a_blue.own_goals_a == a_blue.goals_b and a_blue.own_goals_b == 0
+    assert a_orange.goals_a >= 1 and a_orange.goals_b == 0
+    assert a_orange.own_goals_b == a_orange.goals_a and a_orange.own_goals_a == 0
+    assert a_blue.touches_a >= a_blue.goals_b  # the touch of the scoring step is counted too
+    s = summarize(results)
+    assert (s.own_goals_a, s.own_goals_b) == (a_blue.own_goals_a, a_orange.own_goals_b)
+
+
+def test_a_shot_is_not_an_own_goal() -> None:
+    """The rule bot scores on the idle car by its own shots: none of those goals is an own goal of either side."""
+    env = RocketLeagueVecEnv(match_env_config(4, 1, 30.0), seed=0)
+    try:
+        rule = resolve_policy("rule", env.obs_dim, env.actions.table)
+        idle = resolve_policy("idle", env.obs_dim, env.actions.table)
+        results = play_match(env, rule, idle, game_seconds=30.0)
+    finally:
+        env.close()
+    s = summarize(results)
+    assert s.goals_a >= 2 and s.goals_b == 0
+    assert s.own_goals_a == 0
+    # a ball that glances off the idle car on its way in counts as the idle side's own goal; most are shots
+    assert s.own_goals_b < s.goals_a / 2
