@@ -66,7 +66,8 @@ def test_a_car_pushing_the_ball_into_its_own_goal_scores_an_own_goal() -> None:
 
 
 def test_a_shot_is_not_an_own_goal() -> None:
-    """The rule bot scores on the idle car by its own shots: none of those goals is an own goal of either side."""
+    """The rule bot scores on the idle car by its own shots: it concedes no own goal, and most of its goals
+    are its own touches, not the idle side's."""
     env = RocketLeagueVecEnv(match_env_config(4, 1, 30.0), seed=0)
     try:
         rule = resolve_policy("rule", env.obs_dim, env.actions.table)

@@ -241,13 +241,13 @@ def play_match(
         rewards = result.rewards.reshape(K, C)[:, 0]  # car 0 is blue: +1 blue goal, -1 orange goal
         goals_blue += (result.terminated.reshape(K, C)[:, 0] & (rewards > 0)).astype(np.int64)
         goals_orange += (result.terminated.reshape(K, C)[:, 0] & (rewards < 0)).astype(np.int64)
-        touched = result.touched if result.touched is not None else env.state.cars[:, :, 0, L.CAR_HIT_LAST_STEP] > 0.5
+        goal_team, touched = result.goal_team, result.touched
+        assert goal_team is not None and touched is not None  # RocketLeagueVecEnv.step reports both
         touches += touched
         last_touch_team = update_last_touch_team(last_touch_team, touched, car_is_blue)
-        if result.goal_team is not None:
-            own = (result.goal_team >= 0) & (last_touch_team == 1 - result.goal_team)  # the conceding team
-            own_goals[own, 1 - result.goal_team[own]] += 1
-        last_touch_team[result.terminated.reshape(K, C)[:, 0] | result.truncated.reshape(K, C)[:, 0]] = -1
+        own = (goal_team >= 0) & (last_touch_team == 1 - goal_team)  # last touched by the conceding team
+        own_goals[own, 1 - goal_team[own]] += 1
+        last_touch_team[(result.terminated | result.truncated).reshape(K, C)[:, 0]] = -1
         obs = result.obs
     stats = _car_stats(env) - start_stats  # [K, C, 2] shots, saves
     seconds = steps * env.cfg.tick_skip / L.TICK_RATE
