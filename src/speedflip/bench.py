@@ -590,15 +590,15 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     instrument(ip_env.obs_builder, "build", "obs", watch)
     instrument(ip_env.reward_fn, "__call__", "reward", watch)
     assert isinstance(ip.collector, ArenaCollector)
-    instrument(ip.collector.model, "act", "inference", watch)
-    instrument(ip.collector.model, "value", "inference", watch)
+    for method in ("sample", "value"):  # the policy per step; the critic after the rollout and at truncations
+        instrument(ip.collector.model, method, "inference", watch)
     mp = Trainer(_with(cfg, collector="multiprocess"))
     mp_env = mp.env
     assert isinstance(mp_env, MultiProcessVecEnv)
     instrument(mp_env, "step", "env_step", mp_watch)
     assert isinstance(mp.collector, ArenaCollector)
-    instrument(mp.collector.model, "act", "inference", mp_watch)
-    instrument(mp.collector.model, "value", "inference", mp_watch)
+    for method in ("sample", "value"):  # the policy per step; the critic after the rollout and at truncations
+        instrument(mp.collector.model, method, "inference", mp_watch)
     pipelined = PipelinedLoop(cfg) if K >= 2 else None
     trainer = Trainer(cfg)  # what `speedflip train` would build
     big = Trainer(_with_arenas(cfg, 2 * K)) if opts.scaling else None

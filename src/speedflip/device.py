@@ -6,9 +6,10 @@ either; messages name the backend torch was built for.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -117,3 +118,17 @@ def default_torch_threads(cores: int) -> int:
     while they wait: measured on 2 cores with other processes running, 2 torch threads made
     collection 6x and the PPO update 5x slower than 1 thread (docs/performance.md)."""
     return max(1, cores // 2)
+
+
+@contextlib.contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """torch's intra-op thread count set to ``count`` inside the block."""
+    before = torch.get_num_threads()
+    if count == before:
+        yield
+        return
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -8,7 +8,8 @@ import pytest
 import torch
 from sf_helpers import tiny_config
 
-from speedflip.train.trainer import Trainer, torch_threads
+from speedflip.device import torch_threads
+from speedflip.train.trainer import Trainer
 
 
 def test_torch_threads_sets_and_restores() -> None:

@@ -2,6 +2,8 @@
 opponents and truncation bootstraps, behind ``collect(weights) -> Rollout``.
 
 Every car of every arena is an agent; one batched forward pass per step acts for all learner rows.
+A feed-forward critic is not run per step: the values of the whole rollout come from one chunked pass
+after it (:meth:`ArenaCollector._values`; the same weights and inputs, larger and fewer matrix products).
 In pool arenas the opponent's cars are driven by a frozen snapshot or the rule bot (the matchmaker),
 and only the learner's rows go into the rollout. A recurrent policy keeps one state row per agent,
 zeroed where an episode starts, and the rollout stores it at every sequence start.
@@ -25,16 +27,20 @@ from speedflip.collect import make_vec_env, missing_capabilities, required_capab
 from speedflip.collect.base import VecEnv
 from speedflip.collect.multiprocess import CollectorError, MultiProcessVecEnv
 from speedflip.config import Config, ConfigError
+from speedflip.device import torch_threads
 from speedflip.env.action_forms import action_mask, controls_from_continuous, controls_from_multi_discrete
 from speedflip.env.actions import NUM_CONTROLS
 from speedflip.env.episodes import episode_means
 from speedflip.env.vec_env import RocketLeagueVecEnv, StepResult
 from speedflip.errors import RunStoppedError
 from speedflip.models.build import PolicyModel
+from speedflip.models.mlp import ActorCritic
 from speedflip.models.recurrent import RecurrentActorCritic
 from speedflip.rollout import EpisodeStats, PolicyWeights, Rollout
 from speedflip.schedule import stage_config, stage_opponent_share
 from speedflip.selfplay.matchmaker import Matchmaker
+
+VALUE_CHUNK_ROWS = 4096  # rows per forward pass of the critic after a rollout (docs/performance.md)
 
 
 @dataclass
@@ -83,7 +89,8 @@ class ArenaCollector:
 
     ``model_factory(obs_dim, num_actions)`` builds the collector's own network (the learner's weights
     are loaded into it at every :meth:`collect`), so the learner may train meanwhile (overlap) or live
-    elsewhere. It is built without drawing from torch's global generator.
+    elsewhere. It is built without drawing from torch's global generator. ``value_threads``: torch
+    threads for the critic pass after a rollout, when nothing else runs (0 = collection's own count).
     """
 
     def __init__(
@@ -93,8 +100,10 @@ class ArenaCollector:
         model_factory: Callable[[int, int], PolicyModel],
         device: torch.device,
         run_dir: Path | None,
+        value_threads: int = 0,
     ) -> None:
         self.cfg = cfg
+        self.value_threads = value_threads
         self.stage = stage
         self.env_cfg = stage_config(cfg, stage)
         self.device = device
@@ -220,13 +229,13 @@ class ArenaCollector:
             self._record_step(t, buf, result)
             episodes += result.episodes
             self.obs = result.obs
-        last_obs = self._tensor(self._normalize(self.obs[cols]))
+        last_obs = self._normalize(self.obs[cols])
         if isinstance(model, RecurrentActorCritic):
             assert self.hidden is not None
             hidden = self.hidden[:, self._tensor(cols)]
-            last_values = model.value(last_obs, hidden, self._tensor(self.starts[cols])).cpu().numpy()
+            last_values = model.value(self._tensor(last_obs), hidden, self._tensor(self.starts[cols])).cpu().numpy()
         else:
-            last_values = model.value(last_obs).cpu().numpy()
+            buf.values, last_values = self._values(model, buf.obs), self._values(model, last_obs)
         stats = self._stats(time.perf_counter() - start, T, episodes, reward_sums, raw_reward_sum, counters0)
         return Rollout(
             obs=buf.obs, raw_obs=buf.raw_obs, actions=buf.actions, log_probs=buf.log_probs, values=buf.values,
@@ -245,6 +254,7 @@ class ArenaCollector:
         if buf.masks is not None and isinstance(self.env, RocketLeagueVecEnv):
             mask = action_mask(self.env.state, self.car_teams, self.env.actions.table)
             buf.masks[t] = mask[cols]
+        value: torch.Tensor | None = None  # feed-forward: the values come after the rollout (_values)
         if isinstance(model, RecurrentActorCritic):
             assert self.hidden is not None
             buf.starts[t] = self.starts[cols]
@@ -252,17 +262,31 @@ class ArenaCollector:
                 self._tensor(normalized), self.hidden, self._tensor(self.starts)
             )
         else:
-            action, log_prob, value = model.act(
-                self._tensor(normalized), mask=None if mask is None else self._tensor(mask)
-            )
+            action, log_prob = model.sample(self._tensor(normalized), mask=None if mask is None else self._tensor(mask))
         chosen: Array = action.cpu().numpy()
         if self.matchmaker.pool_arenas:
             state = self.env.state if isinstance(self.env, RocketLeagueVecEnv) else None
             chosen = self.matchmaker.fill_opponent_actions(chosen, self.obs, state)
         buf.actions[t] = chosen[cols]
         buf.log_probs[t] = log_prob.cpu().numpy()[cols]
-        buf.values[t] = value.cpu().numpy()[cols]
+        if value is not None:
+            buf.values[t] = value.cpu().numpy()[cols]
         return chosen
+
+    def _values(self, model: ActorCritic, obs: Array) -> Array:
+        """V(obs) of normalized observations ``[..., obs_dim]``, in chunks of ``VALUE_CHUNK_ROWS`` rows.
+
+        One pass over a whole rollout instead of one small forward per step: the same weights and
+        inputs (the observation statistics do not change during a rollout), so the same values up to
+        float32 rounding, in fewer and larger matrix products.
+        """
+        flat = obs.reshape(-1, obs.shape[-1])
+        out = np.empty(flat.shape[0], np.float32)
+        with torch_threads(self.value_threads or torch.get_num_threads()):
+            for lo in range(0, flat.shape[0], VALUE_CHUNK_ROWS):
+                rows = slice(lo, lo + VALUE_CHUNK_ROWS)
+                out[rows] = model.value(self._tensor(flat[rows])).cpu().numpy()
+        return out.reshape(obs.shape[:-1])
 
     def _record_step(self, t: int, buf: _Buffers, result: StepResult) -> None:
         """Rewards, episode ends and the truncation bootstrap values V(final obs) of step ``t``."""

@@ -4,7 +4,8 @@
 - ``gaussian``: 8 continuous controls (diagonal Gaussian, state-independent log std);
 - ``multi_discrete``: 5 analog controls as ``bins``-way categoricals plus 3 Bernoulli buttons.
 
-Each head gives ``log_prob`` and ``entropy`` summed over its parts, so PPO's loss is the same for all.
+Each head gives ``log_prob`` and ``entropy`` summed over its parts, so PPO's loss is the same for all,
+and ``sample_log_prob``: actions and their log-probabilities, the per-step call of collection.
 """
 
 from __future__ import annotations
@@ -34,6 +35,18 @@ class CategoricalHead(nn.Module):
         d = self.dist(params, mask)
         return d.probs.argmax(-1) if deterministic else d.sample()
 
+    def sample_log_prob(
+        self, params: torch.Tensor, mask: torch.Tensor | None, deterministic: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Actions and their log-probabilities: the distribution and the generator draw of ``sample``,
+        without two distribution objects and the entropy (collection calls this once per step)."""
+        if mask is not None:
+            params = params.masked_fill(~mask, -1e8)
+        probs = torch.softmax(params, -1)
+        actions = probs.argmax(-1) if deterministic else torch.multinomial(probs, 1, True).squeeze(-1)
+        log_prob = torch.log_softmax(params, -1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        return actions, log_prob
+
     def log_prob_entropy(
         self, params: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -54,6 +67,13 @@ class GaussianHead(nn.Module):
 
     def sample(self, params: torch.Tensor, mask: torch.Tensor | None, deterministic: bool) -> torch.Tensor:
         return params if deterministic else self.dist(params).sample()
+
+    def sample_log_prob(
+        self, params: torch.Tensor, mask: torch.Tensor | None, deterministic: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Actions and their log-probabilities."""
+        actions = self.sample(params, mask, deterministic)
+        return actions, self.log_prob_entropy(params, actions, mask)[0]
 
     def log_prob_entropy(
         self, params: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None
@@ -84,6 +104,13 @@ class MultiDiscreteHead(nn.Module):
         else:
             a, b = analog.sample(), buttons.sample().long()
         return torch.cat([a, b], dim=-1)
+
+    def sample_log_prob(
+        self, params: torch.Tensor, mask: torch.Tensor | None, deterministic: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Actions and their log-probabilities."""
+        actions = self.sample(params, mask, deterministic)
+        return actions, self.log_prob_entropy(params, actions, mask)[0]
 
     def log_prob_entropy(
         self, params: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None

@@ -88,13 +88,17 @@ class ActorCritic(nn.Module):
         value = self.compiled["critic"](obs) if "critic" in self.compiled else forward_float32_output(self.critic, obs)
         return value.squeeze(-1)
 
+    def sample(
+        self, obs: torch.Tensor, deterministic: bool = False, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sample actions from the policy alone (no critic pass); returns ``(actions, log_probs)``."""
+        return self.head.sample_log_prob(self._policy(obs), mask, deterministic)
+
     def act(
         self, obs: torch.Tensor, deterministic: bool = False, mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample actions; returns ``(actions, log_probs, values)``."""
-        params = self._policy(obs)
-        actions = self.head.sample(params, mask, deterministic)
-        log_prob, _ = self.head.log_prob_entropy(params, actions, mask)
+        actions, log_prob = self.sample(obs, deterministic, mask)
         return actions, log_prob, self.value(obs)
 
     def evaluate(

@@ -10,10 +10,9 @@ and the overlap of collection with learning.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +26,7 @@ from speedflip.checkpoint import Checkpoint, load_checkpoint, make_checkpoint, o
 from speedflip.collect.arena_collector import ArenaCollector
 from speedflip.collect.base import VecEnv
 from speedflip.config import Config
-from speedflip.device import default_torch_threads, resolve_device
+from speedflip.device import default_torch_threads, resolve_device, torch_threads
 from speedflip.models.build import HEAD_FOR_FORM, PolicyModel, build_policy_model, recurrent_spec
 from speedflip.provenance import config_hash, git_commit
 from speedflip.rollout import EpisodeStats
@@ -49,20 +48,6 @@ from speedflip.train.signals import StopFlag
 
 if TYPE_CHECKING:
     from speedflip.collect.ray_collector import RayCollector
-
-
-@contextlib.contextmanager
-def torch_threads(count: int) -> Iterator[None]:
-    """torch's intra-op thread count set to ``count`` inside the block."""
-    before = torch.get_num_threads()
-    if count == before:
-        yield
-        return
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 RolloutStats = EpisodeStats  # the name this record had before the collector/learner split
@@ -124,7 +109,11 @@ class Trainer:
 
             collector = RayCollector(self.cfg, self.stage, self.run_dir)
         else:
-            collector = ArenaCollector(self.cfg, self.stage, self._build_model, self.device, self.run_dir)
+            # the critic pass after a rollout runs alone unless an update overlaps collection
+            value_threads = 0 if self.cfg.run.overlap_collection else self.update_threads
+            collector = ArenaCollector(
+                self.cfg, self.stage, self._build_model, self.device, self.run_dir, value_threads=value_threads
+            )
         self.env_cfg = collector.env_cfg
         self._apply_reward_phase(collector)
         self.notes += collector.notes
