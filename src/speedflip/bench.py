@@ -48,6 +48,7 @@ from speedflip.collect import choose_collector
 from speedflip.collect.arena_collector import ArenaCollector
 from speedflip.collect.multiprocess import MultiProcessVecEnv
 from speedflip.config import Config, ConfigError, config_to_dict, resolve_config
+from speedflip.device import torch_threads
 from speedflip.env.arenas import Arenas
 from speedflip.env.sim import init_rocketsim
 from speedflip.env.vec_env import RocketLeagueVecEnv
@@ -509,7 +510,7 @@ def _peer_module(venv: str | None) -> tuple[Any, Path]:
     return module, env
 
 
-def peer_spec(cfg: Config, seconds: float, procs: int, torch_threads: int) -> dict[str, Any]:
+def peer_spec(cfg: Config, seconds: float, procs: int, trainer_threads: int) -> dict[str, Any]:
     """What the peer trainer runs: ``cfg``'s match, goal + touch weights, network, batch and PPO settings."""
     env, ppo = cfg.env, cfg.ppo
     if env.blue_size != env.orange_size:
@@ -530,7 +531,7 @@ def peer_spec(cfg: Config, seconds: float, procs: int, torch_threads: int) -> di
         "learning_rate": ppo.learning_rate,
         "ent_coef": ppo.ent_coef,
         "n_proc": procs,
-        "torch_threads": torch_threads,
+        "torch_threads": trainer_threads,
         "seed": cfg.run.seed,
     }
 
@@ -576,11 +577,11 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     ip = Trainer(_with(cfg, collector="inprocess"))
     # torch threads as the trainer sets them (run.torch_threads, or the trainer's default), and the
     # other natural choice (1 if that is more, else every core), measured alongside
-    torch_threads = torch.get_num_threads()
-    alt_threads = 1 if torch_threads != 1 else cores
-    has_alt = alt_threads != torch_threads
+    trainer_threads = torch.get_num_threads()
+    alt_threads = 1 if trainer_threads != 1 else cores
+    has_alt = alt_threads != trainer_threads
     say(
-        f"torch threads: {torch_threads} (the trainer's choice)"
+        f"torch threads: {trainer_threads} (the trainer's choice)"
         + (f", also measured with {alt_threads}" if has_alt else "")
     )
     ip_env = ip.env
@@ -647,16 +648,14 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
             _run_for(per_round, partial(_collect_once, mp), m["collect_multiprocess"], _worker_pids(mp_env))
             watch.enabled = mp_watch.enabled = False
             if has_alt:
-                torch.set_num_threads(alt_threads)
-                _run_for(per_round, partial(_collect_once, ip), m["collect_inprocess_alt"])
-                _run_for(per_round, partial(_collect_once, mp), m["collect_multiprocess_alt"], _worker_pids(mp_env))
-                if rlgym is not None:
-                    _run_for(per_round, partial(rlgym.step, True), m["rlgym_alt"])
-                torch.set_num_threads(torch_threads)
+                with torch_threads(alt_threads):
+                    _run_for(per_round, partial(_collect_once, ip), m["collect_inprocess_alt"])
+                    _run_for(per_round, partial(_collect_once, mp), m["collect_multiprocess_alt"], _worker_pids(mp_env))
+                    if rlgym is not None:
+                        _run_for(per_round, partial(rlgym.step, True), m["rlgym_alt"])
             if pipelined is not None:
-                torch.set_num_threads(1)
-                _run_for(per_round, pipelined.step, m["collect_pipelined"], pipelined.pids)
-                torch.set_num_threads(torch_threads)
+                with torch_threads(1):
+                    _run_for(per_round, pipelined.step, m["collect_pipelined"], pipelined.pids)
             if rlgym is not None:
                 _run_for(per_round, partial(rlgym.step, True), m["rlgym"])
                 _run_for(per_round / 2, partial(rlgym.step, False), m["rlgym_env_only"])
@@ -667,7 +666,6 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
             _run_for(per_round, iteration, m["train"], _worker_pids(trainer.env))
         worker_pss = [pss_bytes(pid) for pid in mp_env.pids if pid is not None]
     finally:
-        torch.set_num_threads(torch_threads)
         for closable in (physics, physics_1t, ip, mp, trainer, big, rlgym, pipelined):
             if closable is not None:
                 closable.close()
@@ -676,7 +674,7 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     peer: dict[str, Any] | None = None
     if peer_module is not None and peer_venv is not None:
         peer = {"runs": {}}
-        for threads in sorted({torch_threads, alt_threads}):
+        for threads in sorted({trainer_threads, alt_threads}):
             say(f"peer: rlgym-learn, {opts.peer_procs} env processes, torch threads {threads}, {opts.peer_seconds:g} s")
             run = peer_module.run_peer(peer_spec(cfg, opts.peer_seconds, opts.peer_procs, threads), peer_venv)
             if run.get("error"):
@@ -727,7 +725,7 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
             "platform": platform.platform(),
             "python": platform.python_version(),
             "torch": torch.__version__,
-            "torch_threads": torch_threads,
+            "torch_threads": trainer_threads,
             "numpy": np.__version__,
             "load_average_at_end": None if sys.platform == "win32" else list(os.getloadavg()),
         },

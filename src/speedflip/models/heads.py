@@ -54,6 +54,14 @@ class CategoricalHead(nn.Module):
         return d.log_prob(actions), d.entropy()
 
 
+def _sample_then_score(
+    head: GaussianHead | MultiDiscreteHead, params: torch.Tensor, mask: torch.Tensor | None, deterministic: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``head.sample``, then the log-probability of what it drew (heads without a cheaper fused path)."""
+    actions = head.sample(params, mask, deterministic)
+    return actions, head.log_prob_entropy(params, actions, mask)[0]
+
+
 class GaussianHead(nn.Module):
     """Means of ``dim`` controls from the network and a learned, state-independent log std."""
 
@@ -72,8 +80,7 @@ class GaussianHead(nn.Module):
         self, params: torch.Tensor, mask: torch.Tensor | None, deterministic: bool
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Actions and their log-probabilities."""
-        actions = self.sample(params, mask, deterministic)
-        return actions, self.log_prob_entropy(params, actions, mask)[0]
+        return _sample_then_score(self, params, mask, deterministic)
 
     def log_prob_entropy(
         self, params: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None
@@ -109,8 +116,7 @@ class MultiDiscreteHead(nn.Module):
         self, params: torch.Tensor, mask: torch.Tensor | None, deterministic: bool
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Actions and their log-probabilities."""
-        actions = self.sample(params, mask, deterministic)
-        return actions, self.log_prob_entropy(params, actions, mask)[0]
+        return _sample_then_score(self, params, mask, deterministic)
 
     def log_prob_entropy(
         self, params: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None
