@@ -31,8 +31,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1000, help="match seed (the k-th milestone plays seed + k)")
     args = parser.parse_args()
 
-    cfg = build_config(apply_overrides(load_file(args.run / "config.yaml"), args.set), str(args.run / "config.yaml"))
-    folders = sorted((args.run / "milestones" / args.stage).iterdir(), key=lambda p: int(p.name))
+    config_file, stage_dir = args.run / "config.yaml", args.run / "milestones" / args.stage
+    if not config_file.is_file() or not stage_dir.is_dir():
+        raise SystemExit(f"'{args.run}' is not a finished run with milestones: it needs {config_file} and {stage_dir}/")
+    cfg = build_config(apply_overrides(load_file(config_file), args.set), str(config_file))
+    folders = sorted((p for p in stage_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
     best: tuple[float, str, Path] | None = None
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -43,7 +46,7 @@ def main() -> None:
             if best is None or rated.rating > best[0]:
                 best = (rated.rating, rated.name, folder)
     if best is None:
-        raise SystemExit(f"no milestones in {args.run / 'milestones' / args.stage}")
+        raise SystemExit(f"no milestones in {stage_dir}")
     print(json.dumps({"run": str(args.run), "overrides": args.set, "pick": best[1], "elo": round(best[0], 1),
                       "path": str(best[2]), "milestones": len(folders),
                       "seconds": round(time.perf_counter() - start, 1)}))  # fmt: skip
