@@ -1,0 +1,133 @@
+"""Evaluate a finished run's milestones against the skill curve's opponents: skill by agent steps, no pick.
+
+A lever compared on one shipped bot (the best-rated milestone) carries the pick's noise: neighbouring
+milestones of one run differ by up to 0.3 in mean win rate (docs/learning.md, seventh session). This
+script evaluates several milestones of each run, deterministic (as the exported bot plays), against the
+rule bot, the idle car and the two evaluation-only bots of ``benchmarks/eval_opponents.py``, with the same
+``speedflip eval`` call as ``skill_curve.py`` (fixed seed, sides swapped, 60-second games). Chosen per run:
+every ``--every``-th milestone from ``--from-steps`` and the last ``--last`` ones, all at or below
+``--until-steps`` (so runs that trained further can be compared step for step). Results already in the
+output JSON are kept and not played again; the summary per run is the mean win rate of its last ``--last``
+milestones over the opponents.
+
+    python benchmarks/milestone_curve.py RUN [RUN ...] --last 4 --games 40 --out milestones.json
+    python benchmarks/milestone_curve.py RUN --until-steps 32100000 --last 4 --out milestones.json
+    python benchmarks/milestone_curve.py --summarize milestones.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from skill_curve import DEFAULT_OPPONENTS, opponent_spec, speedflip_cmd
+
+
+def milestone_folders(run: Path, stage: str) -> list[Path]:
+    """The run's milestone folders (named by their agent step) in step order."""
+    stage_dir = run / "milestones" / stage
+    if not stage_dir.is_dir():
+        raise SystemExit(f"'{run}' has no milestones: {stage_dir}/ is missing (give a run directory)")
+    return sorted((p for p in stage_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+
+
+def choose(folders: list[Path], from_steps: int, until_steps: int | None, every: int, last: int) -> list[Path]:
+    """Every ``every``-th folder from ``from_steps`` plus the last ``last``, none above ``until_steps``."""
+    kept = [p for p in folders if until_steps is None or int(p.name) <= until_steps]
+    strided = [p for p in kept if int(p.name) >= from_steps][::every] if every > 0 else []
+    tail = kept[-last:] if last > 0 else []
+    return sorted(set(strided) | set(tail), key=lambda p: int(p.name))
+
+
+def evaluate(milestone: Path, opponent: str, games: int, seed: int) -> dict[str, Any]:
+    """One ``speedflip eval`` of a milestone, deterministic, against ``opponent``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        json_path = Path(tmp) / "eval.json"
+        cmd = [
+            *speedflip_cmd(), "eval", str(milestone), opponent_spec(opponent), "--games", str(games),
+            "--game-seconds", "60", "--seed", str(seed), "--league", str(Path(tmp) / "league.json"),
+            "--json", str(json_path),
+        ]  # fmt: skip
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "160"})
+        if proc.returncode != 0:
+            raise SystemExit(f"eval of {milestone} vs {opponent} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        data = json.loads(json_path.read_text())
+    return {
+        "games": data["games"], "wins": data["wins"], "draws": data["draws"], "losses": data["losses"],
+        "win_rate": data["win_rate"], "goals_for": data["goals_a"], "goals_against": data["goals_b"],
+        "own_goals_against": data.get("own_goals_a"), "eval_seconds": round(time.perf_counter() - start, 1),
+    }  # fmt: skip
+
+
+def summarize(report: dict[str, Any]) -> str:
+    """Per run: each chosen milestone's wins per opponent and the mean of the last ``last`` milestones."""
+    lines = []
+    for run, entry in report["runs"].items():
+        lines.append(f"{run}  (last {entry['last']} up to {entry['until_steps'] or 'the end'})")
+        means = []
+        for step in sorted(entry["milestones"], key=int):
+            row = entry["milestones"][step]
+            rates = [row[o]["win_rate"] for o in report["opponents"] if o in row]
+            mean = statistics.fmean(rates) if len(rates) == len(report["opponents"]) else float("nan")
+            tail = step in entry["tail"]
+            if tail:
+                means.append(mean)
+            cells = " ".join(f"{o} {row[o]['win_rate']:.2f}" for o in report["opponents"] if o in row)
+            lines.append(f"  {int(step):>11,}{' *' if tail else '  '} {cells}  mean {mean:.3f}")
+        value = statistics.fmean(means) if means else float("nan")
+        lines.append(f"  mean of the last {len(means)} (*): {value:.3f}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="*", type=Path, help="finished run directories (milestones/<stage>/)")
+    parser.add_argument("--out", type=Path, help="the JSON to write (and to resume from)")
+    parser.add_argument("--summarize", type=Path, metavar="JSON", help="print the summary of a written JSON")
+    parser.add_argument("--stage", default="main")
+    parser.add_argument("--from-steps", type=int, default=0, help="strided milestones from this agent step")
+    parser.add_argument("--until-steps", type=int, default=None, help="no milestone above this agent step")
+    parser.add_argument("--every", type=int, default=0, help="every k-th milestone from --from-steps (0: none)")
+    parser.add_argument("--last", type=int, default=4, help="the last N milestones (the summary's mean)")
+    parser.add_argument("--games", type=int, default=40)
+    parser.add_argument("--eval-seed", type=int, default=0)
+    parser.add_argument("--opponents", nargs="+", default=list(DEFAULT_OPPONENTS))
+    args = parser.parse_args()
+    if args.summarize:
+        print(summarize(json.loads(args.summarize.read_text())))
+        return
+    if not args.runs or args.out is None:
+        parser.error("give run directories and --out JSON (or --summarize JSON)")
+    report: dict[str, Any] = {"benchmark": "milestone_curve", "opponents": args.opponents, "games": args.games,
+                              "eval_seed": args.eval_seed, "command": sys.argv, "runs": {}}  # fmt: skip
+    if args.out.is_file():
+        report = json.loads(args.out.read_text())
+        if report["opponents"] != args.opponents or report["games"] != args.games:
+            raise SystemExit(f"{args.out} holds other opponents or game counts; pick another --out")
+    for run in args.runs:
+        chosen = choose(milestone_folders(run, args.stage), args.from_steps, args.until_steps, args.every, args.last)
+        key = f"{run.resolve()}@{args.until_steps or 'end'}"
+        entry = report["runs"].setdefault(key, {"milestones": {}})
+        entry.update(last=args.last, until_steps=args.until_steps, tail=[p.name for p in chosen[-args.last :]])
+        for folder in chosen:
+            row = entry["milestones"].setdefault(folder.name, {})
+            for opponent in args.opponents:
+                if opponent not in row:
+                    row[opponent] = evaluate(folder, opponent, args.games, args.eval_seed)
+                    print(f"{run.name} {int(folder.name):,} vs {opponent}: {row[opponent]['wins']} / "
+                          f"{row[opponent]['draws']} / {row[opponent]['losses']}", flush=True)  # fmt: skip
+                    args.out.write_text(json.dumps(report, indent=1))
+    print(summarize(report))
+
+
+if __name__ == "__main__":
+    main()
