@@ -30,13 +30,15 @@ from typing import Any
 
 from skill_curve import DEFAULT_OPPONENTS, opponent_spec, speedflip_cmd
 
+from speedflip.checkpoint import list_checkpoints
+
 
 def milestone_folders(run: Path, stage: str) -> list[Path]:
     """The run's milestone folders (named by their agent step) in step order."""
     stage_dir = run / "milestones" / stage
     if not stage_dir.is_dir():
         raise SystemExit(f"'{run}' has no milestones: {stage_dir}/ is missing (give a run directory)")
-    return sorted((p for p in stage_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    return list_checkpoints(stage_dir)[::-1]  # milestones are checkpoint folders; oldest first
 
 
 def choose(folders: list[Path], from_steps: int, until_steps: int | None, every: int, last: int) -> list[Path]:

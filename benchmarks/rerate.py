@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from speedflip.checkpoint import list_checkpoints
 from speedflip.config import apply_overrides, build_config, load_file
 from speedflip.selfplay.league import League
 from speedflip.selfplay.rating import rate_milestone
@@ -35,7 +36,7 @@ def main() -> None:
     if not config_file.is_file() or not stage_dir.is_dir():
         raise SystemExit(f"'{args.run}' is not a finished run with milestones: it needs {config_file} and {stage_dir}/")
     cfg = build_config(apply_overrides(load_file(config_file), args.set), str(config_file))
-    folders = sorted((p for p in stage_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    folders = list_checkpoints(stage_dir)[::-1]  # milestones are checkpoint folders; oldest first
     best: tuple[float, str, Path] | None = None
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
