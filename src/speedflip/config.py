@@ -413,6 +413,13 @@ class SelfPlayConfig(_Strict):
     )
     pool_size: int = Field(8, ge=1, description="snapshots kept in the pool (the rule bot comes on top)")
     include_rule: bool = Field(True, description="the rule-based bot is a pool member")
+    rule_share: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="fixed share of pool games against the rule bot, the rest among snapshots by `sampling` "
+        "(unset: the rule bot is sampled like any member, which elo_weighted makes rare once milestones exist)",
+    )
     sampling: Literal["uniform", "elo_weighted", "recent_weighted", "difficulty_adjusted"] = "elo_weighted"
     temperature: float = Field(100.0, gt=0, description="softness of the sampling weights (Elo points)")
     elo_window: float = Field(400.0, gt=0, description="elo_weighted: prefer opponents within this Elo gap")
@@ -437,6 +444,15 @@ class SelfPlayConfig(_Strict):
     rating_prior_sd: float = Field(
         300.0, gt=0, description="milestone rating: sd (Elo) of the prior centred on the previous milestone's rating"
     )
+
+    @model_validator(mode="after")
+    def _rule_share_needs_the_rule_bot(self) -> SelfPlayConfig:
+        if self.rule_share is not None and not self.include_rule:
+            raise ValueError(
+                f"rule_share={self.rule_share:g} needs the rule bot in the pool: set selfplay.include_rule=true "
+                "or leave selfplay.rule_share unset"
+            )
+        return self
 
 
 class StageConfig(_Strict):

@@ -176,6 +176,34 @@ def test_sampling_follows_the_strategy(env: RocketLeagueVecEnv) -> None:
         np.testing.assert_array_equal(mm.opponent[:2], [0, 0])
 
 
+def test_rule_share_draws_the_rule_bot_that_often(env: RocketLeagueVecEnv) -> None:
+    """With the learner's milestones nearer its rating, elo_weighted alone almost never draws the rule
+    bot; selfplay.rule_share=0.5 makes it half of the pool games."""
+    from speedflip.selfplay.pool import Member
+
+    def rule_fraction(**cfg: object) -> float:
+        mm = _matchmaker(env, **cfg)
+        assert mm.members[0].path is None  # the rule bot
+        mm.members += [Member("m1", "x", 1, 700.0), Member("m2", "y", 2, 710.0)]
+        for name in ("m1", "m2"):
+            mm.league.player(name).rating = 700.0
+        mm.league.player(LEARNER).rating = 700.0
+        draws = []
+        for _ in range(400):
+            mm.sample(np.arange(4))
+            draws.extend(mm.opponent[:2].tolist())
+        return draws.count(0) / len(draws)
+
+    # gap 300 to the rule bot (1000): weight exp(-3) = 0.05 against about 1 and 0.9 for the milestones
+    assert rule_fraction() < 0.06
+    assert rule_fraction(rule_share=0.5) == pytest.approx(0.5, abs=0.05)  # 800 draws: sd 0.018
+
+
+def test_rule_share_without_the_rule_bot_is_a_config_error() -> None:
+    with pytest.raises(ValueError, match="include_rule=true"):
+        SelfPlayConfig(rule_share=0.3, include_rule=False)
+
+
 def test_snapshots_act_in_one_stacked_pass_and_the_rule_bot_alone(
     env: RocketLeagueVecEnv, run_1v1: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

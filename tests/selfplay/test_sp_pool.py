@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from speedflip.selfplay.pool import STRATEGIES, Member, prune, sampling_weights
+from speedflip.selfplay.pool import STRATEGIES, Member, prune, sampling_weights, with_rule_share
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -107,3 +107,27 @@ def test_prune_drops_weak_snapshots_keeps_rule_and_newest() -> None:
     # pool_size counts snapshots only, never the rule bot
     kept = prune(members, learner_elo=1000.0, min_elo_diff=400.0, pool_size=1)
     assert _names(kept) == ["rule", "s500"]
+
+
+def test_rule_share_fixes_the_rule_bot_and_scales_the_snapshots_by_hand() -> None:
+    # elo_weighted gives the rule bot (gap 300) exp(-3) against exp(0) and exp(-1) for two snapshots:
+    # p = 0.0351190, 0.7053845, 0.2594959 (the hand computation above, reordered)
+    probs = sampling_weights("elo_weighted", [1300.0, 1000.0, 1100.0], [0, 10, 20], 1000.0)
+    np.testing.assert_allclose(probs, [0.0351190, 0.7053845, 0.2594959], atol=1e-6)
+    # rule_share 0.3: the rule bot 0.3; the snapshots share 0.7 as 0.7053845 : 0.2594959
+    # = 0.7 * 0.7310586 = 0.5117410 and 0.7 * 0.2689414 = 0.1882590
+    out = with_rule_share(probs, [True, False, False], 0.3)
+    np.testing.assert_allclose(out, [0.3, 0.5117410, 0.1882590], atol=1e-6)
+    assert out.sum() == pytest.approx(1.0)
+
+
+def test_rule_share_unset_or_without_both_kinds_of_member_changes_nothing() -> None:
+    probs = np.array([0.2, 0.8])
+    np.testing.assert_array_equal(with_rule_share(probs, [True, False], None), probs)
+    np.testing.assert_array_equal(with_rule_share(probs, [False, False], 0.5), probs)  # no rule bot
+    np.testing.assert_array_equal(with_rule_share(np.array([1.0]), [True], 0.5), [1.0])  # only the rule bot
+
+
+def test_rule_share_with_snapshots_weighted_zero_splits_the_rest_evenly() -> None:
+    out = with_rule_share(np.array([1.0, 0.0, 0.0]), [True, False, False], 0.5)
+    np.testing.assert_allclose(out, [0.5, 0.25, 0.25])

@@ -30,7 +30,7 @@ from speedflip.env.arenas import GameArrays
 from speedflip.models.build import ActingMemory, PolicyModel
 from speedflip.selfplay.league import REFERENCE_PLAYER, League, append_games
 from speedflip.selfplay.policies import NeuralPolicy, Policy, ScriptedPolicy
-from speedflip.selfplay.pool import Member, prune, sampling_weights
+from speedflip.selfplay.pool import Member, prune, sampling_weights, with_rule_share
 from speedflip.selfplay.rule_policy import RulePolicy
 from speedflip.selfplay.stacked import StackedPolicies, can_stack
 
@@ -194,6 +194,7 @@ class Matchmaker:
             self.cfg.elo_window,
             self.cfg.target_win_rate,
         )
+        probs = with_rule_share(probs, [m.path is None for m in self.members], self.cfg.rule_share)
         self.opponent[arenas] = self.rng.choice(len(self.members), size=arenas.size, p=probs)
 
     # ------------------------------------------------------------------ acting

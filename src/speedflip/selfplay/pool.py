@@ -9,6 +9,10 @@ Sampling strategies (pure functions of the pool's ratings and ages, so they are 
 - ``difficulty_adjusted``: weight by how close the expected score against a member is to
   ``target_win_rate``: ``exp(-|expected - target| / (temperature / 400))``.
 
+``selfplay.rule_share`` (optional) then fixes the rule bot's share of pool games (:func:`with_rule_share`):
+the Elo-weighted draw alone gives the rule bot 1-2 % of them once the learner's recent milestones are in
+the pool, since they sit nearer the learner's rating (docs/learning.md, ninth session).
+
 Pruning drops members rated more than ``min_elo_diff`` below the learner (never the rule bot, the
 fixed reference) and keeps at most ``pool_size`` snapshots (the oldest go first).
 """
@@ -68,6 +72,21 @@ def sampling_weights(
         raise ValueError(f"unknown sampling strategy '{strategy}'; choose one of {', '.join(STRATEGIES)}")
     total = w.sum()
     out: Array = w / total if total > 0 else np.full(n, 1.0 / n)
+    return out
+
+
+def with_rule_share(probs: Array, is_rule: Sequence[bool], rule_share: float | None) -> Array:
+    """``probs`` with the rule bot's members fixed at ``rule_share`` in all (split evenly among them)
+    and the snapshots scaled to the rest in proportion to their weights; ``probs`` unchanged when
+    ``rule_share`` is ``None`` or the pool lacks either kind of member."""
+    rule = np.asarray(is_rule, bool)
+    if rule_share is None or not rule.any() or rule.all():
+        return probs
+    snapshot_weights = np.where(rule, 0.0, probs)
+    total = snapshot_weights.sum()
+    if total <= 0:
+        snapshot_weights, total = (~rule).astype(np.float64), float((~rule).sum())
+    out: Array = np.where(rule, rule_share / rule.sum(), (1.0 - rule_share) * snapshot_weights / total)
     return out
 
 
