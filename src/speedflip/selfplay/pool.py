@@ -10,7 +10,7 @@ Sampling strategies (pure functions of the pool's ratings and ages, so they are 
   ``target_win_rate``: ``exp(-|expected - target| / (temperature / 400))``.
 
 ``selfplay.rule_share`` (optional) then fixes the rule bot's share of pool games (:func:`with_rule_share`):
-the Elo-weighted draw alone gives the rule bot 1-2 % of them once the learner's recent milestones are in
+the Elo-weighted draw alone gave the rule bot 1.5-2.6 % of them once the learner's milestones were in
 the pool, since they sit nearer the learner's rating (docs/learning.md, ninth session).
 
 Pruning drops members rated more than ``min_elo_diff`` below the learner (never the rule bot, the
