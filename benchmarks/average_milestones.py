@@ -22,9 +22,6 @@ import torch
 
 from speedflip.checkpoint import Checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
 
-#: meta keys that ``save_checkpoint`` writes itself (the averaged checkpoint gets fresh ones)
-WRITTEN_ON_SAVE = ("format_version", "global_step", "saved_at", "sha256", "meta_sha256")
-
 
 def average_checkpoints(checkpoints: list[Checkpoint], names: list[str]) -> Checkpoint:
     """The first checkpoint with its model tensors replaced by the mean over ``checkpoints``.
@@ -44,8 +41,7 @@ def average_checkpoints(checkpoints: list[Checkpoint], names: list[str]) -> Chec
         key: torch.stack([c.model[key].double() for c in checkpoints]).mean(0).to(value.dtype)
         for key, value in newest.model.items()
     }
-    meta = {k: v for k, v in newest.meta.items() if k not in WRITTEN_ON_SAVE}
-    meta["averaged_from"] = list(names)
+    meta = {**newest.meta, "averaged_from": list(names)}  # save_checkpoint writes its step, time and checksums anew
     return Checkpoint(model, newest.optimizer_tensors, newest.optimizer_meta, newest.state_tensors, meta)
 
 
