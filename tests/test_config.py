@@ -314,3 +314,20 @@ def test_gym_env_kwargs_may_hold_any_number() -> None:
         {"gym": {"env_id": "CartPole-v1", "env_kwargs": {"limit": float("inf")}}, "ppo": {"minibatch_size": 64}}
     )
     assert cfg.gym.env_kwargs["limit"] == float("inf")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"gym": {"env_id": "CartPole-v1"}, "ppo": {"minibatch_size": 64}}, "a Gymnasium environment"),
+        ({"algo": "ppo_recurrent"}, "algo=ppo_recurrent"),
+        ({"env": {"action_form": "continuous"}, "selfplay": {"opponent_share": 0.0}}, "env.action_form=continuous"),
+        ({"env": {"action_masking": True}}, "env.action_masking=true"),
+    ],
+)
+def test_kickstart_needs_feed_forward_ppo_on_the_table(overrides: dict[str, Any], named: str) -> None:
+    raw = {**overrides, "ppo": {**overrides.get("ppo", {}), "kickstart_coef": 1.0}}
+    with pytest.raises(ConfigError, match=rf"kickstart_coef=1 \(kickstarting from the rule bot\).*not {named}.*"
+                                          r"set ppo\.kickstart_coef=0"):  # fmt: skip
+        build_config(raw)
+    build_config({**overrides, "ppo": {**overrides.get("ppo", {}), "kickstart_coef": 0.0}})  # fine when off

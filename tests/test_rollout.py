@@ -29,7 +29,7 @@ def test_rows_are_joined_and_rates_weighted_by_steps() -> None:
     assert merged.actions[0].tolist() == [1, 1, 2, 2, 2]
     assert merged.states is not None and merged.states.shape == (1, 1, 5, 2)
     assert merged.starts is not None and merged.starts.shape == (2, 5)
-    assert merged.masks is None and merged.next_obs is None
+    assert merged.masks is None and merged.next_obs is None and merged.teacher_actions is None
     s = merged.stats
     assert s.steps == 400 and s.episode_returns == [1.0, 2.0] and s.policy_version == 3
     assert s.touches_per_minute == 3.0  # the rollout without a figure does not count
@@ -45,3 +45,12 @@ def test_one_rollout_is_itself_and_mixed_versions_are_refused() -> None:
         merge_rollouts([one, _rollout(2, 1.0, 100, 3.0, version=4)])
     with pytest.raises(ValueError, match="at least one"):
         merge_rollouts([])
+
+
+def test_teacher_rows_are_joined_when_every_rollout_has_them() -> None:
+    a, b = _rollout(2, 1.0, 100, 3.0), _rollout(3, 2.0, 300, None)
+    a.teacher_actions = np.array([[4, 5], [6, 7]], np.int64)
+    b.teacher_actions = np.array([[8, 9, 10], [11, 12, 13]], np.int64)
+    merged = merge_rollouts([a, b])
+    assert merged.teacher_actions is not None
+    assert merged.teacher_actions.tolist() == [[4, 5, 8, 9, 10], [6, 7, 11, 12, 13]]

@@ -8,6 +8,7 @@ from speedflip.config import ConfigError, build_config
 from speedflip.schedule import (
     adapt_learning_rate,
     ent_coef,
+    kickstart_coef,
     learning_rate,
     mechanics_active,
     next_reward_phase,
@@ -59,6 +60,15 @@ def test_entropy_constant_or_decayed() -> None:
     assert ent_coef(cfg, 10_000) == pytest.approx(0.002)
     over_budget = build_config({"ppo": {"ent_coef": 0.01, "ent_coef_final": 0.0}, "run": {"total_steps": 1000}})
     assert ent_coef(over_budget, 500) == pytest.approx(0.005)
+
+
+def test_kickstart_weight_decays_linearly_to_zero() -> None:
+    assert kickstart_coef(build_config({}), 0) == 0.0  # off by default
+    cfg = build_config({"ppo": {"kickstart_coef": 2.0, "kickstart_steps": 400}})
+    assert kickstart_coef(cfg, 0) == pytest.approx(2.0)
+    assert kickstart_coef(cfg, 100) == pytest.approx(1.5)  # 2 * (1 - 100/400)
+    assert kickstart_coef(cfg, 400) == 0.0
+    assert kickstart_coef(cfg, 10_000) == 0.0
 
 
 PHASES = [

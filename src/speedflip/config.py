@@ -282,6 +282,15 @@ class PPOConfig(_Strict):
         None, ge=1, description="agent steps over which ent_coef reaches ent_coef_final (None = run.total_steps)"
     )
     vf_coef: float = Field(0.5, ge=0)
+    kickstart_coef: float = Field(
+        0.0, ge=0,
+        description="kickstarting from the rule bot: weight of the cross-entropy between the policy and the rule "
+        "bot's action on the learner's own states, added to the PPO loss; decays linearly to 0 over "
+        "ppo.kickstart_steps (0 = off; Rocket League feed-forward PPO on the lookup table)",
+    )  # fmt: skip
+    kickstart_steps: int = Field(
+        10_000_000, ge=1, description="agent steps over which ppo.kickstart_coef decays linearly to 0"
+    )
     max_grad_norm: float = Field(0.5, gt=0)
     norm_adv: bool = True
     target_kl: float | None = Field(None, gt=0, description="stop the epochs early above this KL")
@@ -655,6 +664,20 @@ class Config(_Strict):
             )
         if self.env.action_masking and self.env.action_form != "table":
             raise ValueError("env.action_masking applies to the lookup-table form only (action_form=table)")
+        if self.ppo.kickstart_coef > 0:
+            where = (
+                "a Gymnasium environment" if self.gym.env_id is not None
+                else f"algo={self.algo}" if self.algo != "ppo"
+                else f"env.action_form={self.env.action_form}" if self.env.action_form != "table"
+                else "env.action_masking=true (the rule bot may pick a masked row)" if self.env.action_masking
+                else "env.rlgym (the RLGym adapter does not expose the arena state the rule bot reads)"
+                if self.env.rlgym is not None else None
+            )  # fmt: skip
+            if where is not None:
+                raise ValueError(
+                    f"ppo.kickstart_coef={self.ppo.kickstart_coef:g} (kickstarting from the rule bot) needs "
+                    f"feed-forward PPO on Rocket League's lookup table, not {where}; set ppo.kickstart_coef=0"
+                )
         return self
 
     @property

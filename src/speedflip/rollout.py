@@ -60,6 +60,8 @@ class Rollout:
       episode of row ``n`` ended at step ``t`` it is that episode's *final* observation (not the first
       one of the next episode), so a replay buffer can bootstrap a truncated episode from it. An
       epsilon-greedy rollout has no log-probabilities or values: those fields hold zeros.
+    - Kickstarting (``ppo.kickstart_coef``): ``teacher_actions[t, n]`` is the lookup-table row the rule bot
+      would have chosen in the state row ``n`` acted on at step ``t``.
     """
 
     obs: Array  # [T, N, D] float32
@@ -77,6 +79,7 @@ class Rollout:
     starts: Array | None = None  # [T, N] bool (recurrent)
     states: torch.Tensor | None = None  # [T // L, layers, N, S] (recurrent)
     next_obs: Array | None = None  # [T, N, D] float32, raw (off-policy learners)
+    teacher_actions: Array | None = None  # [T, N] int64, the rule bot's row on the same state (ppo.kickstart_coef)
 
     @property
     def num_steps(self) -> int:
@@ -151,4 +154,5 @@ def merge_rollouts(rollouts: list[Rollout]) -> Rollout:
         starts=join("starts"),
         states=None if any(s is None for s in states) else torch.cat([s for s in states if s is not None], dim=2),
         next_obs=join("next_obs"),
+        teacher_actions=join("teacher_actions"),
     )

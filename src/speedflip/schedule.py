@@ -78,6 +78,13 @@ def ent_coef(cfg: Config, global_step: int) -> float:
     return ppo.ent_coef + (ppo.ent_coef_final - ppo.ent_coef) * frac
 
 
+def kickstart_coef(cfg: Config, global_step: int) -> float:
+    """The weight of the rule-bot cross-entropy in the next update: ``ppo.kickstart_coef`` decaying linearly to 0
+    at ``ppo.kickstart_steps`` agent steps, 0 after (and when kickstarting is off)."""
+    ppo = cfg.ppo
+    return ppo.kickstart_coef * max(0.0, 1.0 - global_step / ppo.kickstart_steps)
+
+
 def reward_phase_name(env: EnvConfig, phase: int) -> str:
     return env.reward_phases[phase].name if env.reward_phases else "rewards"
 

@@ -124,3 +124,34 @@ def test_loss_gradient_reaches_policy_and_critic() -> None:
     loss.backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and float(p.grad.abs().sum()) > 0, name
+
+
+def test_kickstart_adds_the_cross_entropy_toward_the_teacher() -> None:
+    """loss(kickstart 0.3) - loss(off) = 0.3 * mean(-log softmax(logits)[teacher action]), by hand in numpy."""
+    model, batch = _model_and_batch()
+    batch.teacher_actions = torch.tensor([0, 1, 2, 3] * 3)
+    idx = torch.tensor([1, 2, 4, 6, 10, 11])
+    with torch.no_grad():
+        logits = model.policy(batch.obs[idx]).double().numpy()
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    cross_entropy = -log_p[np.arange(len(idx)), batch.teacher_actions.numpy()[idx.numpy()]].mean()
+
+    off, off_parts = ppo_losses(model, batch, idx, PPOConfig(kickstart_coef=0.0))
+    on, parts = ppo_losses(model, batch, idx, PPOConfig(kickstart_coef=0.3))
+
+    assert "kickstart_cross_entropy" not in off_parts
+    assert float(parts["kickstart_cross_entropy"]) == pytest.approx(cross_entropy, abs=1e-5)
+    assert float(on.detach() - off.detach()) == pytest.approx(0.3 * cross_entropy, abs=1e-5)
+    for key in ("policy_loss", "value_loss", "entropy"):  # the PPO parts are untouched
+        assert float(parts[key]) == pytest.approx(float(off_parts[key]), abs=1e-6), key
+
+
+def test_kickstart_without_teacher_rows_is_plain_ppo() -> None:
+    """A batch without the rule bot's rows (kickstarting over, or a backend without them) trains as PPO."""
+    model, batch = _model_and_batch()
+    idx = torch.arange(ROWS)
+    plain, _ = ppo_losses(model, batch, idx, PPOConfig())
+    kick, parts = ppo_losses(model, batch, idx, PPOConfig(kickstart_coef=1.0))
+    assert float(kick.detach()) == pytest.approx(float(plain.detach()), abs=1e-7)
+    assert "kickstart_cross_entropy" not in parts

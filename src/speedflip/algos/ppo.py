@@ -59,6 +59,7 @@ class Batch:
     advantages: torch.Tensor
     returns: torch.Tensor
     masks: torch.Tensor | None = None  # [B, A] bool action masks (table form with masking)
+    teacher_actions: torch.Tensor | None = None  # [B] the rule bot's rows (kickstarting, ppo.kickstart_coef)
 
     def __len__(self) -> int:
         return int(self.actions.shape[0])
@@ -67,8 +68,17 @@ class Batch:
 def ppo_losses(
     model: ActorCritic, batch: Batch, idx: torch.Tensor, cfg: PPOConfig
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """The PPO loss on the rows ``idx`` of ``batch`` and its parts (for logging and tests)."""
-    if batch.masks is None:
+    """The PPO loss on the rows ``idx`` of ``batch`` and its parts (for logging and tests).
+
+    Kickstarting (``cfg.kickstart_coef > 0`` and the batch has the rule bot's rows): the loss also holds
+    ``kickstart_coef * mean(-log pi(teacher action | s))``, the cross-entropy toward the rule bot's choice.
+    """
+    teacher_log_probs = None
+    if cfg.kickstart_coef > 0 and batch.teacher_actions is not None and batch.masks is None:
+        new_log_probs, entropy, new_values, teacher_log_probs = model.evaluate_with_teacher(
+            batch.obs[idx], batch.actions[idx], batch.teacher_actions[idx]
+        )
+    elif batch.masks is None:
         new_log_probs, entropy, new_values = model.evaluate(batch.obs[idx], batch.actions[idx])
     else:
         new_log_probs, entropy, new_values = model.evaluate(batch.obs[idx], batch.actions[idx], batch.masks[idx])
@@ -92,6 +102,10 @@ def ppo_losses(
 
     entropy_mean = entropy.mean()
     loss = policy_loss - cfg.ent_coef * entropy_mean + cfg.vf_coef * value_loss
+    kickstart_loss = None
+    if teacher_log_probs is not None:
+        kickstart_loss = -teacher_log_probs.mean()
+        loss = loss + cfg.kickstart_coef * kickstart_loss
     with torch.no_grad():
         approx_kl = ((ratio - 1) - log_ratio).mean()
         clip_fraction = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
@@ -102,6 +116,8 @@ def ppo_losses(
         "approx_kl": approx_kl,
         "clip_fraction": clip_fraction,
     }
+    if kickstart_loss is not None:
+        parts["kickstart_cross_entropy"] = kickstart_loss.detach()
     return loss, parts
 
 

@@ -93,11 +93,11 @@ class PPOLearner:
         rms = self.obs_rms.state_dict() if self.cfg.ppo.normalize_obs else None
         return PolicyWeights(self.version, model, rms)
 
-    def set_hyperparameters(self, learning_rate: float, ent_coef: float) -> None:
-        """What the schedule decided for the next update."""
+    def set_hyperparameters(self, learning_rate: float, ent_coef: float, kickstart_coef: float = 0.0) -> None:
+        """What the schedule decided for the next update (``kickstart_coef``: the rule-bot cross-entropy's weight)."""
         self.learning_rate = learning_rate
-        if ent_coef != self.ppo.ent_coef:
-            self.ppo = self.ppo.model_copy(update={"ent_coef": ent_coef})
+        if ent_coef != self.ppo.ent_coef or kickstart_coef != self.ppo.kickstart_coef:
+            self.ppo = self.ppo.model_copy(update={"ent_coef": ent_coef, "kickstart_coef": kickstart_coef})
 
     # ------------------------------------------------------------------ learning side
     def prepare(self, rollout: Rollout) -> PPOBatch:
@@ -126,6 +126,7 @@ class PPOLearner:
             values=tensor(rollout.values.reshape(-1)),
             advantages=tensor(advantages.reshape(-1)),
             returns=tensor(returns.reshape(-1)),
+            teacher_actions=None if rollout.teacher_actions is None else tensor(rollout.teacher_actions.reshape(-1)),
         )
 
     def update(self, batch: PPOBatch, raw_obs: Array | None = None, where: str = "") -> dict[str, float]:

@@ -151,6 +151,9 @@ def required_capabilities(cfg: Config, render: bool = False) -> list[Requirement
     rule = _rule_bot_setting(cfg)
     if rule is not None:
         needed.append(Requirement("rule_bot", rule, "selfplay.include_rule=false"))
+    if cfg.ppo.kickstart_coef > 0:
+        setting = f"ppo.kickstart_coef={cfg.ppo.kickstart_coef:g}"
+        needed.append(Requirement("rule_bot", setting, "ppo.kickstart_coef=0"))
     if cfg.algo == "ppo_recurrent":
         needed.append(Requirement("recurrent", "algo=ppo_recurrent", "algo=ppo"))
     if render:

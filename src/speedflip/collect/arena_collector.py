@@ -37,8 +37,9 @@ from speedflip.models.build import PolicyModel
 from speedflip.models.mlp import ActorCritic
 from speedflip.models.recurrent import RecurrentActorCritic
 from speedflip.rollout import EpisodeStats, PolicyWeights, Rollout
-from speedflip.schedule import stage_config, stage_opponent_share
+from speedflip.schedule import kickstart_coef, stage_config, stage_opponent_share
 from speedflip.selfplay.matchmaker import Matchmaker
+from speedflip.selfplay.rule_policy import RulePolicy
 
 VALUE_CHUNK_ROWS = 4096  # rows per forward pass of the critic after a rollout (docs/performance.md)
 
@@ -58,9 +59,12 @@ class _Buffers:
     truncated: Array
     truncation_values: Array
     starts: Array
+    teacher_actions: Array | None
 
     @classmethod
-    def empty(cls, T: int, N: int, obs_dim: int, num_actions: int, form: str, masking: bool) -> _Buffers:
+    def empty(
+        cls, T: int, N: int, obs_dim: int, num_actions: int, form: str, masking: bool, teaching: bool
+    ) -> _Buffers:
         if form == "table":
             actions = np.zeros((T, N), np.int64)
         else:
@@ -81,6 +85,7 @@ class _Buffers:
             truncated=zeros(bool),
             truncation_values=zeros(np.float32),
             starts=zeros(bool),
+            teacher_actions=zeros(np.int64) if teaching else None,
         )
 
 
@@ -123,6 +128,19 @@ class ArenaCollector:
             if missing:
                 self.env.close()
                 raise ConfigError(unsupported_message("multiprocess", missing))
+        self.teacher: RulePolicy | None = None  # kickstarting (ppo.kickstart_coef): the rule bot labels every state
+        if cfg.ppo.kickstart_coef > 0:
+            if not isinstance(self.env, RocketLeagueVecEnv):
+                self.env.close()
+                raise ConfigError(
+                    "ppo.kickstart_coef > 0 needs the arena state in this process (the rule bot reads it): set "
+                    "run.collector=inprocess, or ppo.kickstart_coef=0"
+                )
+            try:
+                self.teacher = RulePolicy(self.env.actions.table)
+            except ValueError as err:
+                self.env.close()
+                raise ConfigError(f"ppo.kickstart_coef > 0: {err}, or set ppo.kickstart_coef=0") from None
         selfplay = cfg.selfplay
         if selfplay.include_rule and not self.state_available:
             # only the RLGym adapter gets here (it refuses masks and non-table forms itself)
@@ -204,7 +222,10 @@ class ArenaCollector:
     def _rollout(self, global_step: int) -> Rollout:
         cols, env, model = self.learner_rows, self.env, self.model
         T = self.cfg.ppo.num_steps
-        buf = _Buffers.empty(T, len(cols), env.obs_dim, env.num_actions, self.env_cfg.env.action_form, self.masking)
+        teaching = self.teacher is not None and kickstart_coef(self.cfg, global_step) > 0
+        buf = _Buffers.empty(
+            T, len(cols), env.obs_dim, env.num_actions, self.env_cfg.env.action_form, self.masking, teaching
+        )
         recurrent = isinstance(model, RecurrentActorCritic)
         L = self.cfg.recurrent.sequence_length if recurrent else 1
         if isinstance(model, RecurrentActorCritic) and self.hidden is None:
@@ -242,6 +263,7 @@ class ArenaCollector:
             rewards=buf.rewards, terminated=buf.terminated, truncated=buf.truncated,
             truncation_values=buf.truncation_values, last_values=last_values, stats=stats, masks=buf.masks,
             starts=buf.starts if recurrent else None, states=states if recurrent else None,
+            teacher_actions=buf.teacher_actions,
         )  # fmt: skip
 
     def _act(self, t: int, buf: _Buffers) -> Array:
@@ -250,6 +272,8 @@ class ArenaCollector:
         normalized = self._normalize(self.obs)
         buf.raw_obs[t] = self.obs[cols]
         buf.obs[t] = normalized[cols]
+        if buf.teacher_actions is not None and self.teacher is not None and isinstance(self.env, RocketLeagueVecEnv):
+            buf.teacher_actions[t] = self.teacher.act(self.env.state, self.car_teams)[cols]
         mask = None
         if buf.masks is not None and isinstance(self.env, RocketLeagueVecEnv):
             mask = action_mask(self.env.state, self.car_teams, self.env.actions.table)

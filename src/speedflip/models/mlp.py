@@ -108,5 +108,15 @@ class ActorCritic(nn.Module):
         log_prob, entropy = self.head.log_prob_entropy(self._policy(obs), actions, mask)
         return log_prob, entropy, self.value(obs)
 
+    def evaluate_with_teacher(
+        self, obs: torch.Tensor, actions: torch.Tensor, teacher_actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`evaluate` plus the log-probabilities of ``teacher_actions`` from the same policy pass;
+        ``(log_probs, entropy, values, teacher_log_probs)``."""
+        params = self._policy(obs)
+        log_prob, entropy = self.head.log_prob_entropy(params, actions)
+        teacher_log_prob, _ = self.head.log_prob_entropy(params, teacher_actions)
+        return log_prob, entropy, self.value(obs), teacher_log_prob
+
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

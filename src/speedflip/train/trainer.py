@@ -32,6 +32,7 @@ from speedflip.provenance import config_hash, git_commit
 from speedflip.rollout import EpisodeStats
 from speedflip.schedule import (
     ent_coef,
+    kickstart_coef,
     learning_rate,
     mechanics_active,
     next_reward_phase,
@@ -231,7 +232,7 @@ class Trainer:
     def _update_now(self, batch: PPOBatch, raw_obs: Array | None) -> dict[str, float]:
         step = self.global_step
         rate = learning_rate(self.cfg, step, self.learner.learning_rate)
-        self.learner.set_hyperparameters(rate, ent_coef(self.cfg, step))
+        self.learner.set_hyperparameters(rate, ent_coef(self.cfg, step), kickstart_coef(self.cfg, step))
         if self.overlap:  # collection runs at the same time: keep its thread count
             return self.learner.update(batch, raw_obs, where=f"step {step:,}")
         with torch_threads(self.update_threads):
@@ -402,6 +403,9 @@ def summarize_iteration(
                 "explained_variance"):  # fmt: skip
         record[f"losses/{key}"] = metrics.get(key)
     record["charts/learning_rate"] = metrics.get("learning_rate")
+    if trainer.cfg.ppo.kickstart_coef > 0:  # kickstarting: the weight used and how far the policy is from the rule bot
+        record["charts/kickstart_coef"] = kickstart_coef(trainer.cfg, trainer.global_step)
+        record["losses/kickstart_cross_entropy"] = metrics.get("kickstart_cross_entropy")
     for name, mean in stats.reward_means.items():
         record[f"rewards/{name}"] = mean
     record.update(trainer.collector.metrics())  # the backend's own (Ray: actor restarts, stale rollouts, transfers)

@@ -1,0 +1,101 @@
+"""Kickstarting (ppo.kickstart_coef): the collector labels every learner state with the rule bot's row, the
+learner's cross-entropy toward those rows falls when it trains on them, and backends without the arena
+state are refused with the fix named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from speedflip.algos.ppo import Batch
+from speedflip.algos.ppo_learner import PPOLearner
+from speedflip.collect import choose_collector
+from speedflip.collect.arena_collector import ArenaCollector
+from speedflip.config import Config, ConfigError, build_config
+from speedflip.env.vec_env import RocketLeagueVecEnv
+from speedflip.models.build import PolicyModel, build_policy_model
+from speedflip.selfplay.rule_policy import RulePolicy
+
+
+def kickstart_config(coef: float = 1.0, collector: str = "inprocess") -> Config:
+    return build_config(
+        {
+            "env": {"num_arenas": 2, "blue_size": 1, "orange_size": 1, "state_setters": {"kickoff": 1.0}},
+            "ppo": {
+                "num_steps": 16, "minibatch_size": 16, "update_epochs": 4, "learning_rate": 3e-3,
+                "policy_layers": [32], "critic_layers": [32], "kickstart_coef": coef, "kickstart_steps": 1000,
+            },
+            "selfplay": {"opponent_share": 0.0},
+            "run": {"seed": 3, "device": "cpu", "collector": collector, "num_threads": 1, "torch_threads": 1},
+        }
+    )  # fmt: skip
+
+
+def make_collector(cfg: Config) -> ArenaCollector:
+    def factory(obs_dim: int, num_actions: int) -> PolicyModel:
+        return build_policy_model(cfg, obs_dim, num_actions)
+
+    return ArenaCollector(cfg, 0, factory, torch.device("cpu"), None)
+
+
+def test_every_learner_state_gets_the_rule_bots_row_until_the_decay_ends() -> None:
+    cfg = kickstart_config()
+    collector = make_collector(cfg)
+    try:
+        learner = PPOLearner(cfg, build_policy_model(cfg, collector.env.obs_dim, collector.env.num_actions),
+                             torch.device("cpu"), collector.env.obs_dim)  # fmt: skip
+        assert isinstance(collector.env, RocketLeagueVecEnv)
+        rule = RulePolicy(collector.env.actions.table)
+        first = rule.act(collector.env.state, collector.car_teams)[collector.learner_rows]
+        rollout = collector.collect(learner.policy_weights(), global_step=0)
+        assert rollout.teacher_actions is not None
+        assert rollout.teacher_actions.shape == rollout.actions.shape == (16, 4)
+        np.testing.assert_array_equal(rollout.teacher_actions[0], first)  # the state the first step acted on
+        assert len(np.unique(rollout.teacher_actions)) > 1  # steering, boosting: not one constant row
+        batch = learner.prepare(rollout)
+        assert isinstance(batch, Batch) and batch.teacher_actions is not None
+        np.testing.assert_array_equal(batch.teacher_actions.numpy(), rollout.teacher_actions.reshape(-1))
+        assert collector.collect(learner.policy_weights(), global_step=1000).teacher_actions is None  # weight 0
+    finally:
+        collector.close()
+
+
+def _cross_entropy_after_updates(coef: float) -> tuple[float, float]:
+    """The policy's mean -log pi(rule bot's row) on one rollout before and after 3 updates on it."""
+    cfg = kickstart_config(coef=1.0)  # the collector labels the states either way
+    collector = make_collector(cfg)
+    try:
+        torch.manual_seed(0)
+        model = build_policy_model(cfg, collector.env.obs_dim, collector.env.num_actions)
+        learner = PPOLearner(cfg, model, torch.device("cpu"), collector.env.obs_dim)
+        batch = learner.prepare(collector.collect(learner.policy_weights(), global_step=0))
+        assert isinstance(batch, Batch) and batch.teacher_actions is not None
+
+        def cross_entropy() -> float:
+            with torch.no_grad():
+                return float(-model.evaluate(batch.obs, batch.teacher_actions)[0].mean())
+
+        before = cross_entropy()
+        for _ in range(3):
+            learner.set_hyperparameters(3e-3, 0.0, kickstart_coef=coef)
+            learner.update(batch)
+        return before, cross_entropy()
+    finally:
+        collector.close()
+
+
+def test_training_with_the_weight_moves_the_policy_to_the_rule_bot() -> None:
+    before, after = _cross_entropy_after_updates(coef=1.0)
+    assert before == pytest.approx(np.log(90), abs=0.05)  # a fresh policy is near uniform over 90 rows
+    assert after < before - 0.5
+    plain_before, plain_after = _cross_entropy_after_updates(coef=0.0)
+    assert plain_before == pytest.approx(before)  # same seed, same start
+    assert abs(plain_after - plain_before) < 0.2  # plain PPO does not go there by itself
+
+
+def test_backends_without_the_arena_state_are_refused() -> None:
+    with pytest.raises(ConfigError, match=r"multiprocess cannot drive ppo\.kickstart_coef=1 .*ppo\.kickstart_coef=0"):
+        choose_collector(kickstart_config(collector="multiprocess"), cores=2)
+    plan = choose_collector(kickstart_config(collector="auto"), cores=8)
+    assert plan.backend == "inprocess"  # auto keeps the state in this process
