@@ -64,6 +64,7 @@ def test_entropy_constant_or_decayed() -> None:
 
 def test_kickstart_weight_decays_linearly_to_zero() -> None:
     assert kickstart_coef(build_config({}), 0) == 0.0  # off by default
+    assert kickstart_coef(build_config({"ppo": {"kickstart_coef": 0.7}}), 10**9) == 0.7  # no kickstart_steps: constant
     cfg = build_config({"ppo": {"kickstart_coef": 2.0, "kickstart_steps": 400}})
     assert kickstart_coef(cfg, 0) == pytest.approx(2.0)
     assert kickstart_coef(cfg, 100) == pytest.approx(1.5)  # 2 * (1 - 100/400)

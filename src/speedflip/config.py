@@ -285,11 +285,11 @@ class PPOConfig(_Strict):
     kickstart_coef: float = Field(
         0.0, ge=0,
         description="kickstarting from the rule bot: weight of the cross-entropy between the policy and the rule "
-        "bot's action on the learner's own states, added to the PPO loss; decays linearly to 0 over "
+        "bot's action on the learner's own states, added to the PPO loss; constant, or decaying linearly to 0 over "
         "ppo.kickstart_steps (0 = off; Rocket League feed-forward PPO on the lookup table)",
     )  # fmt: skip
-    kickstart_steps: int = Field(
-        10_000_000, ge=1, description="agent steps over which ppo.kickstart_coef decays linearly to 0"
+    kickstart_steps: int | None = Field(
+        None, ge=1, description="agent steps over which ppo.kickstart_coef decays linearly to 0 (None = constant)"
     )
     max_grad_norm: float = Field(0.5, gt=0)
     norm_adv: bool = True

@@ -79,9 +79,11 @@ def ent_coef(cfg: Config, global_step: int) -> float:
 
 
 def kickstart_coef(cfg: Config, global_step: int) -> float:
-    """The weight of the rule-bot cross-entropy in the next update: ``ppo.kickstart_coef`` decaying linearly to 0
-    at ``ppo.kickstart_steps`` agent steps, 0 after (and when kickstarting is off)."""
+    """The weight of the rule-bot cross-entropy in the next update: ``ppo.kickstart_coef``, constant, or with
+    ``ppo.kickstart_steps`` set decaying linearly to 0 at that many agent steps and 0 after (0 when off)."""
     ppo = cfg.ppo
+    if ppo.kickstart_steps is None:
+        return ppo.kickstart_coef
     return ppo.kickstart_coef * max(0.0, 1.0 - global_step / ppo.kickstart_steps)
 
 

@@ -125,7 +125,7 @@ def test_train_refuses_before_a_run_dir_exists(tmp_path: Path) -> None:
         "--set", "run.collector=multiprocess", "--set", "env.action_form=continuous",
         "--set", "run.total_steps=64", "--set", "env.num_arenas=2", "--set", "ppo.num_steps=16",
         "--set", "ppo.minibatch_size=32", "--set", "ppo.policy_layers=[16]", "--set", "ppo.critic_layers=[16]",
-        "--set", "run.tensorboard=false",
+        "--set", "run.tensorboard=false", "--set", "ppo.kickstart_coef=0",
     ]  # fmt: skip
     env = {**os.environ, "COLUMNS": "400", "PYTHONIOENCODING": "utf-8"}
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)

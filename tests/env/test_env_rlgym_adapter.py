@@ -177,7 +177,7 @@ def test_yaml_selects_the_adapter(tmp_path: Path) -> None:
     yaml_file = tmp_path / "rlgym.yaml"
     yaml_file.write_text(
         f"env:\n  rlgym: '{HERE}:build_2v1'\n  num_arenas: 1\n  blue_size: 2\n  orange_size: 1\n"
-        "ppo:\n  num_steps: 8\n  minibatch_size: 8\nrun:\n  collector: inprocess\n"
+        "ppo:\n  num_steps: 8\n  minibatch_size: 8\n  kickstart_coef: 0\nrun:\n  collector: inprocess\n"
     )
     env = make_vec_env(resolve_config("quick", yaml_file))
     try:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from faults_helpers import BIG, Trainer, checkpoint_dirs, independently_good, worker_pids
 
-MULTIPROCESS = ["--set", "run.collector=multiprocess", "--set", "run.num_workers=2"]
+# quick kickstarts from the rule bot, which reads the arena state worker processes keep: off for these runs
+MULTIPROCESS = ["--set", "run.collector=multiprocess", "--set", "run.num_workers=2", "--set", "ppo.kickstart_coef=0"]
 
 
 @pytest.fixture(autouse=True)
