@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from speedflip.algos.ppo import Batch
 from speedflip.config import Config, ConfigError, resolve_config
 from speedflip.train.trainer import Trainer
 
@@ -130,6 +131,9 @@ def test_lag_zero_trains_all_actors_rollouts_together_on_current_weights(cluster
             assert stats.policy_version == version  # acted by the weights that now train on it
             assert stats.steps == 2 * STEPS_PER_ROLLOUT  # both actors' rollouts in one batch
             assert raw_obs.shape[:2] == (16, 2 * 4)  # 16 steps x (2 actors x 2 arenas x 2 cars)
+            # quick kickstarts from the rule bot: every actor labels its own rows, the merge keeps them
+            assert isinstance(batch, Batch) and batch.teacher_actions is not None
+            assert batch.teacher_actions.shape == (16 * 2 * 4,)
             trainer.update(batch, raw_obs)
         metrics = trainer.collector.metrics()
         assert metrics["perf/policy_lag"] == 0 and metrics["ray/actors_in_batch"] == 2
