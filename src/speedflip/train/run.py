@@ -154,6 +154,7 @@ class RocketLeagueSession:
              f"{cfg.run.total_steps:,} agent steps, checkpoint every {cfg.run.checkpoint_interval_steps:,}"),
             ("milestones", _describe_milestones(cfg)),
             ("rewards", ", ".join(f"{k} {v:g}" for k, v in cfg.env.rewards.items())),
+            *([("kickstart", describe_kickstart(cfg))] if cfg.ppo.kickstart_coef > 0 else []),
             ("owner / commit / config", f"{cfg.run.owner} / {git_commit() or '-'} / {config_hash(cfg)}"),
         ]  # fmt: skip
 
@@ -285,6 +286,13 @@ class RocketLeagueSession:
                 self.view.close()
         finally:
             self.trainer.close()
+
+
+def describe_kickstart(cfg: Config) -> str:
+    """The start-up summary's line for ``ppo.kickstart_coef``: the teacher, the weight and how long it lasts."""
+    ppo = cfg.ppo
+    lasts = "all run long" if ppo.kickstart_steps is None else f"falling to 0 at {ppo.kickstart_steps:,} agent steps"
+    return f"toward the rule bot's action, weight {ppo.kickstart_coef:g}, {lasts}"
 
 
 def _describe_milestones(cfg: Config) -> str:
