@@ -593,7 +593,19 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     assert isinstance(ip.collector, ArenaCollector)
     for method in ("sample", "value"):  # the policy per step; the critic after the rollout and at truncations
         instrument(ip.collector.model, method, "inference", watch)
-    mp = Trainer(_with(cfg, collector="multiprocess"))
+    # worker processes do not hold the arena state the rule bot reads, so they cannot label states for the
+    # kickstart (ppo.kickstart_coef; training refuses the pair): the worker-process figures run without it
+    mp_cfg = _with(cfg, collector="multiprocess")
+    kickstart_note: str | None = None
+    if cfg.ppo.kickstart_coef > 0:
+        mp_cfg = mp_cfg.model_copy(update={"ppo": cfg.ppo.model_copy(update={"kickstart_coef": 0.0})})
+        kickstart_note = (
+            f"ppo.kickstart_coef={cfg.ppo.kickstart_coef:g}: in-process collection and training label every "
+            "state with the rule bot's row; the worker-process figures are measured without the kickstart "
+            "(worker processes cannot label, training refuses them with it)"
+        )
+        say(kickstart_note)
+    mp = Trainer(mp_cfg)
     mp_env = mp.env
     assert isinstance(mp_env, MultiProcessVecEnv)
     instrument(mp_env, "step", "env_step", mp_watch)
@@ -748,6 +760,7 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
         "rounds": rounds,
         "auto_backend": plan.backend,
         "auto_reason": plan.reason,
+        "kickstart_note": kickstart_note,
         "workers": mp_env.num_workers,
         "physics_ticks_per_second": phys / C * skip,
         "physics_agent_sps": phys,
@@ -887,6 +900,8 @@ def print_report(r: dict[str, Any], console: Console) -> None:
             soft_wrap=True,
         )
     console.print(f"physics: {r['physics_ticks_per_second']:,.0f} arena ticks/s; auto collector: {r['auto_reason']}")
+    if r.get("kickstart_note"):
+        console.print(r["kickstart_note"], soft_wrap=True)
 
     bd = Table(title="where the time goes (ms per 1000 agent steps)", title_justify="left")
     bd.add_column("part")

@@ -61,6 +61,21 @@ def test_tiny_bench_measures_everything(tmp_path: Path) -> None:
     assert json.loads(path.read_text())["config"]["num_arenas"] == 2
 
 
+@pytest.mark.timeout(120)
+def test_bench_of_a_kickstarted_preset_measures_worker_processes_without_the_kickstart() -> None:
+    # `quick` kickstarts from the rule bot; worker processes cannot label, so the bench measures them without it
+    small = ["ppo.num_steps=8", "ppo.policy_layers=[32]", "ppo.critic_layers=[32]", "ppo.kickstart_coef=0.5"]
+    opts = BenchOptions(seconds=0.05, arenas=2, rounds=1, preset="quick", overrides=small, rlgym=False, scaling=False)
+    console = Console(record=True, width=140)
+    results = run_bench(opts, console)
+    assert results["collect_agent_sps_by_backend"]["multiprocess"] > 0
+    assert results["train_agent_sps"] > 0
+    assert results["config"]["resolved"]["ppo"]["kickstart_coef"] == 0.5  # training as configured
+    assert "ppo.kickstart_coef=0.5" in results["kickstart_note"]
+    print_report(results, console)
+    assert "worker-process figures are measured without the kickstart" in console.export_text()
+
+
 def test_cli_rejects_bad_bench_arguments() -> None:
     assert main(["bench", "--seconds", "0"]) == 2
     assert main(["bench", "--arenas", "0"]) == 2
