@@ -36,6 +36,7 @@ def variant(arenas: int, team: int = 1, **run: Any) -> Config:
     sets = [*EXTRA, f"env.blue_size={team}", f"env.orange_size={team}"]
     sets += [f"run.{key}={value}" for key, value in run.items()]
     sets.append("ppo.num_steps=32")  # shorter rollouts: finer interleaving, same per-step work
+    sets.append("ppo.kickstart_coef=0")  # worker processes cannot label for the kickstart: backends like for like
     return bench_config("1v1", arenas, sets)
 
 
