@@ -18,7 +18,7 @@ from speedflip.models.build import PolicyModel, build_policy_model
 from speedflip.selfplay.rule_policy import RulePolicy
 
 
-def kickstart_config(coef: float = 1.0, collector: str = "inprocess") -> Config:
+def kickstart_config(coef: float = 1.0, collector: str = "inprocess", opponent_share: float = 0.0) -> Config:
     return build_config(
         {
             "env": {"num_arenas": 2, "blue_size": 1, "orange_size": 1, "state_setters": {"kickoff": 1.0}},
@@ -26,7 +26,7 @@ def kickstart_config(coef: float = 1.0, collector: str = "inprocess") -> Config:
                 "num_steps": 16, "minibatch_size": 16, "update_epochs": 4, "learning_rate": 3e-3,
                 "policy_layers": [32], "critic_layers": [32], "kickstart_coef": coef, "kickstart_steps": 1000,
             },
-            "selfplay": {"opponent_share": 0.0},
+            "selfplay": {"opponent_share": opponent_share},
             "run": {"seed": 3, "device": "cpu", "collector": collector, "num_threads": 1, "torch_threads": 1},
         }
     )  # fmt: skip
@@ -57,6 +57,43 @@ def test_every_learner_state_gets_the_rule_bots_row_until_the_decay_ends() -> No
         assert isinstance(batch, Batch) and batch.teacher_actions is not None
         np.testing.assert_array_equal(batch.teacher_actions.numpy(), rollout.teacher_actions.reshape(-1))
         assert collector.collect(learner.policy_weights(), global_step=1000).teacher_actions is None  # weight 0
+    finally:
+        collector.close()
+
+
+def test_pool_arenas_ask_the_rule_bot_once_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the kickstart on, the rule bot's rows label the learner and drive the pool's rule-bot opponents
+    from one call per step (it used to be asked twice: once to label, once to play)."""
+    calls: list[np.ndarray] = []
+    original = RulePolicy.act
+
+    def counting_act(self: RulePolicy, state: object, car_teams: np.ndarray) -> np.ndarray:
+        out = original(self, state, car_teams)  # type: ignore[arg-type]
+        calls.append(out.copy())
+        return out
+
+    monkeypatch.setattr(RulePolicy, "act", counting_act)
+    cfg = kickstart_config(opponent_share=1.0)  # both arenas play the pool, which holds only the rule bot
+    collector = make_collector(cfg)
+    try:
+        assert isinstance(collector.env, RocketLeagueVecEnv)
+        stepped: list[np.ndarray] = []
+        env_step = collector.env.step
+
+        def recording_step(actions: np.ndarray, *rest: object) -> object:
+            stepped.append(actions.copy())
+            return env_step(actions, *rest)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(collector.env, "step", recording_step)
+        model = build_policy_model(cfg, collector.env.obs_dim, collector.env.num_actions)
+        learner = PPOLearner(cfg, model, torch.device("cpu"), collector.env.obs_dim)
+        rollout = collector.collect(learner.policy_weights(), global_step=0)
+        assert collector.matchmaker.pool_arenas == 2 and rollout.actions.shape == (16, 2)  # one learner car per arena
+        assert len(calls) == len(stepped) == 16  # once per step, not twice
+        opponents = ~collector.matchmaker.learner_rows  # a mask over all cars (collector.learner_rows: indices)
+        for rule_rows, actions in zip(calls, stepped, strict=True):
+            np.testing.assert_array_equal(actions[opponents], rule_rows[opponents])  # the rule bot drives them
+        np.testing.assert_array_equal(rollout.teacher_actions, np.stack(calls)[:, collector.learner_rows])
     finally:
         collector.close()
 

@@ -272,8 +272,10 @@ class ArenaCollector:
         normalized = self._normalize(self.obs)
         buf.raw_obs[t] = self.obs[cols]
         buf.obs[t] = normalized[cols]
+        rule_actions: Array | None = None  # the rule bot's rows for every car, asked once per step
         if buf.teacher_actions is not None and self.teacher is not None and isinstance(self.env, RocketLeagueVecEnv):
-            buf.teacher_actions[t] = self.teacher.act(self.env.state, self.car_teams)[cols]
+            rule_actions = self.teacher.act(self.env.state, self.car_teams)
+            buf.teacher_actions[t] = rule_actions[cols]
         mask = None
         if buf.masks is not None and isinstance(self.env, RocketLeagueVecEnv):
             mask = action_mask(self.env.state, self.car_teams, self.env.actions.table)
@@ -290,7 +292,7 @@ class ArenaCollector:
         chosen: Array = action.cpu().numpy()
         if self.matchmaker.pool_arenas:
             state = self.env.state if isinstance(self.env, RocketLeagueVecEnv) else None
-            chosen = self.matchmaker.fill_opponent_actions(chosen, self.obs, state)
+            chosen = self.matchmaker.fill_opponent_actions(chosen, self.obs, state, rule_actions)
         buf.actions[t] = chosen[cols]
         buf.log_probs[t] = log_prob.cpu().numpy()[cols]
         if value is not None:

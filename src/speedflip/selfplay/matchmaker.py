@@ -198,12 +198,16 @@ class Matchmaker:
         self.opponent[arenas] = self.rng.choice(len(self.members), size=arenas.size, p=probs)
 
     # ------------------------------------------------------------------ acting
-    def fill_opponent_actions(self, actions: Array, obs: Array, state: GameArrays | None) -> Array:
+    def fill_opponent_actions(
+        self, actions: Array, obs: Array, state: GameArrays | None, rule_actions: Array | None = None
+    ) -> Array:
         """Overwrite the rows of pool arenas that belong to opponents with the opponents' choices.
 
         Feed-forward snapshots of one architecture act together in one batched pass
         (:class:`~speedflip.selfplay.stacked.StackedPolicies`); the rule bot and recurrent snapshots act
-        one by one.
+        one by one. ``rule_actions`` (``[num_agents]``) are the rule bot's rows on this ``state`` when the
+        caller has them already (the kickstart's labels, on the same table): the rule bot is then not
+        asked a second time.
         """
         if self.pool_arenas == 0:
             return actions
@@ -223,7 +227,10 @@ class Matchmaker:
             member = self.members[index]
             if state is None and member.path is None:
                 raise RuntimeError("the rule bot needs the arena state (in-process collector)")
-            chosen = self._policy(member).act(obs, state if state is not None else _NO_STATE, self.car_teams)
+            if member.path is None and rule_actions is not None:
+                chosen = rule_actions
+            else:
+                chosen = self._policy(member).act(obs, state if state is not None else _NO_STATE, self.car_teams)
             member_rows = rows[member_of_row == index]
             out[member_rows] = chosen[member_rows]
         return out
