@@ -320,6 +320,7 @@ def evaluate(
         "own_goals_against": data.get("own_goals_a"),  # of goals_against: off the bot's own last touch
         "shots_for": data.get("shots_a"),
         "touches_for": data.get("touches_a"),
+        "distinct_games": data.get("distinct_games"),  # games with different records (deterministic play repeats)
         "action_mode": data.get("action_mode", mode),
         "eval_seconds": round(seconds, 1),
         "json": str(json_path),

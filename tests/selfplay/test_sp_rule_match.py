@@ -70,6 +70,25 @@ def test_summarize_by_hand() -> None:
     assert (s.goals_a, s.goals_b) == (3, 4)
     assert (s.touches_a, s.touches_b, s.shots_a, s.shots_b, s.saves_a, s.saves_b) == (4, 8, 12, 16, 0, 4)
     assert results[1].score_a == 0.5 and results[2].as_dict()["score_a"] == 0.0
+    assert s.distinct_games == 4
+
+
+def test_distinct_games_counts_replayed_games_once() -> None:
+    """Records equal in everything but the game index count once; any other difference counts."""
+    base = GameResult(0, True, 1, 0, 5, 3, 0, 0, 0, 0, 60.0)
+    replays = [GameResult(k, True, 1, 0, 5, 3, 0, 0, 0, 0, 60.0) for k in range(1, 4)]
+    other_side = GameResult(4, False, 1, 0, 5, 3, 0, 0, 0, 0, 60.0)
+    one_more_touch = GameResult(5, True, 1, 0, 6, 3, 0, 0, 0, 0, 60.0)
+    s = summarize([base, *replays, other_side, one_more_touch])
+    assert (s.games, s.distinct_games) == (6, 3)
+
+
+def test_deterministic_players_replay_games() -> None:
+    """The rule bot against the idle car on real RocketSim: both deterministic, so 20 games hold few distinct
+    ones (a game is fixed by its kickoff spot and side until the first goal, 5 spots x 2 sides; in 5 s the rule
+    bot scores at most once). Measured: 6 distinct records."""
+    s = summarize(_match("rule", "idle", games=20, seconds=5.0))
+    assert 2 <= s.distinct_games <= 10, s
 
 
 def test_rule_policy_is_deterministic_and_drives_at_the_ball() -> None:

@@ -156,6 +156,9 @@ def run_eval(
         f"{summary.score_rate:.2f} ({summary.interval_low:.2f}-{summary.interval_high:.2f})",
         "",
     )
+    table.add_row(
+        "distinct games (deterministic play repeats games)", f"{summary.distinct_games} of {summary.games}", ""
+    )
     table.add_row("goals", str(summary.goals_a), str(summary.goals_b))
     table.add_row("own goals (conceded off the own last touch)", str(summary.own_goals_a), str(summary.own_goals_b))
     table.add_row("shots", str(summary.shots_a), str(summary.shots_b))

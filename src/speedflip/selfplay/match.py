@@ -61,7 +61,13 @@ class GameResult:
 
 @dataclass
 class MatchSummary:
-    """Totals over a match: wins/draws/losses of A with a 95% interval of A's score rate."""
+    """Totals over a match: wins/draws/losses of A with a 95% interval of A's score rate.
+
+    ``distinct_games``: how many games differ in their record (side, goals, own goals, touches, shots, saves;
+    :func:`game_record`). Deterministic players (the rule bot, the idle car, a neural policy playing its most
+    likely action) on a handful of kickoff spots replay whole games; the interval assumes independent games,
+    so it is too narrow when ``distinct_games`` is far below ``games``.
+    """
 
     games: int
     wins: int
@@ -80,6 +86,15 @@ class MatchSummary:
     saves_b: int
     own_goals_a: int
     own_goals_b: int
+    distinct_games: int
+
+
+def game_record(result: GameResult) -> tuple[object, ...]:
+    """What two replays of one game share: everything in its result but its index (two different games can
+    share a record too, so counting records bounds the number of different games from below)."""
+    fields = asdict(result)
+    del fields["game"]
+    return tuple(fields.values())
 
 
 def summarize(results: list[GameResult]) -> MatchSummary:
@@ -105,6 +120,7 @@ def summarize(results: list[GameResult]) -> MatchSummary:
         saves_b=sum(r.saves_b for r in results),
         own_goals_a=sum(r.own_goals_a for r in results),
         own_goals_b=sum(r.own_goals_b for r in results),
+        distinct_games=len({game_record(r) for r in results}),
     )
 
 
