@@ -147,6 +147,21 @@ def test_kickstart_adds_the_cross_entropy_toward_the_teacher() -> None:
         assert float(parts[key]) == pytest.approx(float(off_parts[key]), abs=1e-6), key
 
 
+def test_kickstart_agreement_is_the_share_of_rows_whose_mode_is_the_teacher_row() -> None:
+    """4 of 6 rows get the policy's most likely action as the teacher's row, 2 the least likely: 4/6."""
+    model, batch = _model_and_batch()
+    idx = torch.tensor([0, 2, 3, 5, 7, 9])
+    with torch.no_grad():
+        logits = model.policy(batch.obs).numpy()
+    teacher = logits.argmax(axis=1)
+    teacher[[3, 7]] = logits[[3, 7]].argmin(axis=1)  # rows 3 and 7 (both in idx) disagree
+    batch.teacher_actions = torch.as_tensor(teacher)
+    _, parts = ppo_losses(model, batch, idx, PPOConfig(kickstart_coef=0.5))
+    assert float(parts["kickstart_agreement"]) == pytest.approx(4 / 6, abs=1e-6)
+    _, off_parts = ppo_losses(model, batch, idx, PPOConfig(kickstart_coef=0.0))
+    assert "kickstart_agreement" not in off_parts
+
+
 def test_kickstart_without_teacher_rows_is_plain_ppo() -> None:
     """A batch without the rule bot's rows (kickstarting over, or a backend without them) trains as PPO."""
     model, batch = _model_and_batch()

@@ -71,11 +71,12 @@ def ppo_losses(
     """The PPO loss on the rows ``idx`` of ``batch`` and its parts (for logging and tests).
 
     Kickstarting (``cfg.kickstart_coef > 0`` and the batch has the rule bot's rows): the loss also holds
-    ``kickstart_coef * mean(-log pi(teacher action | s))``, the cross-entropy toward the rule bot's choice.
+    ``kickstart_coef * mean(-log pi(teacher action | s))``, the cross-entropy toward the rule bot's choice;
+    its parts add ``kickstart_agreement``, the share of rows whose most likely action is the rule bot's.
     """
-    teacher_log_probs = None
+    teacher_log_probs = teacher_is_mode = None
     if cfg.kickstart_coef > 0 and batch.teacher_actions is not None and batch.masks is None:
-        new_log_probs, entropy, new_values, teacher_log_probs = model.evaluate_with_teacher(
+        new_log_probs, entropy, new_values, teacher_log_probs, teacher_is_mode = model.evaluate_with_teacher(
             batch.obs[idx], batch.actions[idx], batch.teacher_actions[idx]
         )
     elif batch.masks is None:
@@ -116,8 +117,9 @@ def ppo_losses(
         "approx_kl": approx_kl,
         "clip_fraction": clip_fraction,
     }
-    if kickstart_loss is not None:
+    if kickstart_loss is not None and teacher_is_mode is not None:
         parts["kickstart_cross_entropy"] = kickstart_loss.detach()
+        parts["kickstart_agreement"] = teacher_is_mode.float().mean()  # the rule bot's row is the most likely one
     return loss, parts
 
 

@@ -110,13 +110,16 @@ class ActorCritic(nn.Module):
 
     def evaluate_with_teacher(
         self, obs: torch.Tensor, actions: torch.Tensor, teacher_actions: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """:meth:`evaluate` plus the log-probabilities of ``teacher_actions`` from the same policy pass;
-        ``(log_probs, entropy, values, teacher_log_probs)``."""
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`evaluate` plus, from the same policy pass, the log-probabilities of ``teacher_actions``
+        and whether each is the policy's most likely action (what the exported bot plays);
+        ``(log_probs, entropy, values, teacher_log_probs, teacher_is_mode)``."""
         params = self._policy(obs)
         log_prob, entropy = self.head.log_prob_entropy(params, actions)
         teacher_log_prob, _ = self.head.log_prob_entropy(params, teacher_actions)
-        return log_prob, entropy, self.value(obs), teacher_log_prob
+        with torch.no_grad():
+            teacher_is_mode = self.head.sample(params, None, deterministic=True) == teacher_actions
+        return log_prob, entropy, self.value(obs), teacher_log_prob, teacher_is_mode
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

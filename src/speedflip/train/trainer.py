@@ -406,6 +406,7 @@ def summarize_iteration(
     if trainer.cfg.ppo.kickstart_coef > 0:  # kickstarting: the weight used and how far the policy is from the rule bot
         record["charts/kickstart_coef"] = kickstart_coef(trainer.cfg, trainer.global_step)
         record["losses/kickstart_cross_entropy"] = metrics.get("kickstart_cross_entropy")
+        record["losses/kickstart_agreement"] = metrics.get("kickstart_agreement")
     for name, mean in stats.reward_means.items():
         record[f"rewards/{name}"] = mean
     record.update(trainer.collector.metrics())  # the backend's own (Ray: actor restarts, stale rollouts, transfers)
