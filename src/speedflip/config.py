@@ -291,6 +291,12 @@ class PPOConfig(_Strict):
     kickstart_steps: int | None = Field(
         None, ge=1, description="agent steps over which ppo.kickstart_coef decays linearly to 0 (None = constant)"
     )
+    release_kl_coef: float = Field(
+        0.0, ge=0,
+        description="once the kickstart's weight reaches 0 (ppo.kickstart_steps), the weight of KL(the policy as it "
+        "was then || the policy) on the learner's states, added to the PPO loss: the released policy is held near "
+        "the clone it was, by how far it moved, instead of toward the rule bot's one row (0 = off)",
+    )  # fmt: skip
     max_grad_norm: float = Field(0.5, gt=0)
     norm_adv: bool = True
     target_kl: float | None = Field(None, gt=0, description="stop the epochs early above this KL")
@@ -678,6 +684,12 @@ class Config(_Strict):
                     f"ppo.kickstart_coef={self.ppo.kickstart_coef:g} (kickstarting from the rule bot) needs "
                     f"feed-forward PPO on Rocket League's lookup table, not {where}; set ppo.kickstart_coef=0"
                 )
+        if self.ppo.release_kl_coef > 0 and (self.ppo.kickstart_coef == 0 or self.ppo.kickstart_steps is None):
+            raise ValueError(
+                f"ppo.release_kl_coef={self.ppo.release_kl_coef:g} holds the policy near what it was when the "
+                "kickstart was released, so it needs a kickstart that ends: set ppo.kickstart_coef > 0 and "
+                "ppo.kickstart_steps, or ppo.release_kl_coef=0"
+            )
         return self
 
     @property

@@ -170,3 +170,33 @@ def test_kickstart_without_teacher_rows_is_plain_ppo() -> None:
     kick, parts = ppo_losses(model, batch, idx, PPOConfig(kickstart_coef=1.0))
     assert float(kick.detach()) == pytest.approx(float(plain.detach()), abs=1e-7)
     assert "kickstart_cross_entropy" not in parts
+
+
+def test_release_kl_adds_the_kl_from_the_released_policy() -> None:
+    """loss(release_kl 0.4) - loss(off) = 0.4 * mean(sum p_anchor * (log p_anchor - log p)), by hand in numpy;
+    the term is 0 where the policy is the released one, and replaces the kickstart term."""
+    model, batch = _model_and_batch()
+    g = torch.Generator().manual_seed(7)
+    batch.anchor_logits = torch.randn(ROWS, NUM_ACTIONS, generator=g) * 3.0
+    batch.teacher_actions = torch.zeros(ROWS, dtype=torch.int64)  # ignored once the release KL is on
+    idx = torch.tensor([0, 3, 4, 8, 9, 11])
+    with torch.no_grad():
+        logits = model.policy(batch.obs[idx]).double().numpy()
+
+    def log_softmax(x: np.ndarray) -> np.ndarray:
+        shifted = x - x.max(axis=1, keepdims=True)
+        return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+    anchor = log_softmax(batch.anchor_logits[idx].double().numpy())
+    kl = (np.exp(anchor) * (anchor - log_softmax(logits))).sum(axis=1).mean()
+
+    off, off_parts = ppo_losses(model, batch, idx, PPOConfig())
+    on, parts = ppo_losses(model, batch, idx, PPOConfig(release_kl_coef=0.4, kickstart_coef=0.0))
+    assert "release_kl" not in off_parts and "kickstart_cross_entropy" not in parts
+    assert float(parts["release_kl"]) == pytest.approx(kl, abs=1e-5)
+    assert float(on.detach() - off.detach()) == pytest.approx(0.4 * kl, abs=1e-5)
+
+    with torch.no_grad():
+        batch.anchor_logits = model.policy(batch.obs).float()  # the released policy is the policy itself
+    _, same = ppo_losses(model, batch, idx, PPOConfig(release_kl_coef=0.4))
+    assert float(same["release_kl"]) == pytest.approx(0.0, abs=1e-6)

@@ -13,3 +13,8 @@ def test_the_start_up_summary_names_the_kickstart() -> None:
     assert describe_kickstart(decaying) == (
         "toward the rule bot's action, weight 0.5, falling to 0 at 10,000,000 agent steps"
     )
+    released = build_config({"ppo": {"kickstart_coef": 0.5, "kickstart_steps": 5_000_000, "release_kl_coef": 0.5}})
+    assert describe_kickstart(released) == (
+        "toward the rule bot's action, weight 0.5, falling to 0 at 5,000,000 agent steps; then KL toward the "
+        "policy as it was then, weight 0.5"
+    )

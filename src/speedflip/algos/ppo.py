@@ -60,6 +60,7 @@ class Batch:
     returns: torch.Tensor
     masks: torch.Tensor | None = None  # [B, A] bool action masks (table form with masking)
     teacher_actions: torch.Tensor | None = None  # [B] the rule bot's rows (kickstarting, ppo.kickstart_coef)
+    anchor_logits: torch.Tensor | None = None  # [B, A] the released policy's logits (ppo.release_kl_coef)
 
     def __len__(self) -> int:
         return int(self.actions.shape[0])
@@ -73,9 +74,15 @@ def ppo_losses(
     Kickstarting (``cfg.kickstart_coef > 0`` and the batch has the rule bot's rows): the loss also holds
     ``kickstart_coef * mean(-log pi(teacher action | s))``, the cross-entropy toward the rule bot's choice;
     its parts add ``kickstart_agreement``, the share of rows whose most likely action is the rule bot's.
+    After the release (``cfg.release_kl_coef > 0`` and the batch has the released policy's logits): the
+    loss holds ``release_kl_coef * mean(KL(released policy || policy))`` instead, logged as ``release_kl``.
     """
-    teacher_log_probs = teacher_is_mode = None
-    if cfg.kickstart_coef > 0 and batch.teacher_actions is not None and batch.masks is None:
+    teacher_log_probs = teacher_is_mode = release_kl = None
+    if cfg.release_kl_coef > 0 and batch.anchor_logits is not None and batch.masks is None:
+        new_log_probs, entropy, new_values, release_kl = model.evaluate_with_anchor(
+            batch.obs[idx], batch.actions[idx], batch.anchor_logits[idx]
+        )
+    elif cfg.kickstart_coef > 0 and batch.teacher_actions is not None and batch.masks is None:
         new_log_probs, entropy, new_values, teacher_log_probs, teacher_is_mode = model.evaluate_with_teacher(
             batch.obs[idx], batch.actions[idx], batch.teacher_actions[idx]
         )
@@ -107,6 +114,9 @@ def ppo_losses(
     if teacher_log_probs is not None:
         kickstart_loss = -teacher_log_probs.mean()
         loss = loss + cfg.kickstart_coef * kickstart_loss
+    if release_kl is not None:
+        release_kl = release_kl.mean()
+        loss = loss + cfg.release_kl_coef * release_kl
     with torch.no_grad():
         approx_kl = ((ratio - 1) - log_ratio).mean()
         clip_fraction = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
@@ -120,6 +130,8 @@ def ppo_losses(
     if kickstart_loss is not None and teacher_is_mode is not None:
         parts["kickstart_cross_entropy"] = kickstart_loss.detach()
         parts["kickstart_agreement"] = teacher_is_mode.float().mean()  # the rule bot's row is the most likely one
+    if release_kl is not None:
+        parts["release_kl"] = release_kl.detach()
     return loss, parts
 
 

@@ -12,6 +12,7 @@ The update itself is :func:`speedflip.algos.ppo.ppo_update` (or the recurrent on
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import dataclass
@@ -81,6 +82,8 @@ class PPOLearner:
                                  cfg.run.max_nonfinite_restores)  # fmt: skip
         self.version = 0  # updates done (the iteration counter)
         self.learning_rate = cfg.ppo.learning_rate
+        # ppo.release_kl_coef: a frozen copy of the policy as it was when the kickstart was released
+        self.release_anchor: ActorCritic | None = None
 
     @property
     def recurrent(self) -> bool:
@@ -98,6 +101,17 @@ class PPOLearner:
         self.learning_rate = learning_rate
         if ent_coef != self.ppo.ent_coef or kickstart_coef != self.ppo.kickstart_coef:
             self.ppo = self.ppo.model_copy(update={"ent_coef": ent_coef, "kickstart_coef": kickstart_coef})
+
+    def freeze_release_anchor(self) -> None:
+        """Keep a frozen copy of the policy as it is now (``ppo.release_kl_coef``: the KL term's reference)."""
+        assert isinstance(self.model, ActorCritic), "the release KL is for feed-forward PPO (config-checked)"
+        compiled, self.model.compiled = self.model.compiled, {}  # the copy runs eagerly, on its own weights
+        try:
+            anchor = copy.deepcopy(self.model)
+        finally:
+            self.model.compiled = compiled
+        anchor.requires_grad_(False)
+        self.release_anchor = anchor.eval()
 
     # ------------------------------------------------------------------ learning side
     def prepare(self, rollout: Rollout) -> PPOBatch:
@@ -118,8 +132,9 @@ class PPOLearner:
                 starts=tensor(rollout.starts), states=rollout.states.to(self.device),
             )  # fmt: skip
         T, N = rollout.num_steps, rollout.num_rows
+        obs = tensor(rollout.obs.reshape(T * N, -1))
         return Batch(
-            obs=tensor(rollout.obs.reshape(T * N, -1)),
+            obs=obs,
             actions=tensor(rollout.actions.reshape(T * N, *rollout.actions.shape[2:])),
             masks=None if rollout.masks is None else tensor(rollout.masks.reshape(T * N, -1)),
             log_probs=tensor(rollout.log_probs.reshape(-1)),
@@ -127,6 +142,7 @@ class PPOLearner:
             advantages=tensor(advantages.reshape(-1)),
             returns=tensor(returns.reshape(-1)),
             teacher_actions=None if rollout.teacher_actions is None else tensor(rollout.teacher_actions.reshape(-1)),
+            anchor_logits=None if self.release_anchor is None else self.release_anchor.anchor_logits(obs),
         )
 
     def update(self, batch: PPOBatch, raw_obs: Array | None = None, where: str = "") -> dict[str, float]:
@@ -186,6 +202,9 @@ class PPOLearner:
             "rng.torch": torch.get_rng_state(),
             "rng.generator": self.generator.get_state(),
         }
+        if self.release_anchor is not None:
+            anchor = self.release_anchor.state_dict().items()
+            tensors.update({f"release_anchor.{k}": v.detach().cpu().contiguous() for k, v in anchor})
         model = {k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()}
         meta = {"iteration": self.version, "learning_rate": self.learning_rate}
         return LearnerState(model, self.optimizer.state_dict(), tensors, meta)
@@ -200,6 +219,11 @@ class PPOLearner:
             self.return_norm.returns = t["ret.returns"].numpy().astype(np.float64).copy()
         torch.set_rng_state(t["rng.torch"])
         self.generator.set_state(t["rng.generator"])
+        anchor = {k.removeprefix("release_anchor."): v for k, v in t.items() if k.startswith("release_anchor.")}
+        if anchor:  # the run had released its kickstart: the KL goes on toward the same reference
+            self.freeze_release_anchor()
+            assert self.release_anchor is not None
+            self.release_anchor.load_state_dict({k: v.to(self.device) for k, v in anchor.items()})
         self.version = int(state.meta["iteration"])
         if self.cfg.ppo.lr_target_kl is not None and "learning_rate" in state.meta:  # the adapted rate goes on
             self.learning_rate = float(state.meta["learning_rate"])

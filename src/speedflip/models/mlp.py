@@ -121,5 +121,24 @@ class ActorCritic(nn.Module):
             teacher_is_mode = self.head.sample(params, None, deterministic=True) == teacher_actions
         return log_prob, entropy, self.value(obs), teacher_log_prob, teacher_is_mode
 
+    def evaluate_with_anchor(
+        self, obs: torch.Tensor, actions: torch.Tensor, anchor_logits: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`evaluate` plus, from the same policy pass, ``KL(anchor || policy)`` per row, where
+        ``anchor_logits`` ``[B, A]`` are another categorical policy's logits on ``obs`` (the policy as it was
+        when the kickstart was released); ``(log_probs, entropy, values, kl)``."""
+        if self.head_kind != "categorical":
+            raise ValueError(f"evaluate_with_anchor needs the categorical head (lookup table), not {self.head_kind}")
+        params = self._policy(obs)
+        log_prob, entropy = self.head.log_prob_entropy(params, actions)
+        anchor_log_p = torch.log_softmax(anchor_logits.float(), dim=-1)
+        kl = (anchor_log_p.exp() * (anchor_log_p - torch.log_softmax(params.float(), dim=-1))).sum(-1)
+        return log_prob, entropy, self.value(obs), kl
+
+    def anchor_logits(self, obs: torch.Tensor) -> torch.Tensor:
+        """The policy's logits ``[B, A]`` on ``obs`` without gradients (what :meth:`evaluate_with_anchor` takes)."""
+        with torch.no_grad():
+            return self._policy(obs).float()
+
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -292,7 +292,10 @@ def describe_kickstart(cfg: Config) -> str:
     """The start-up summary's line for ``ppo.kickstart_coef``: the teacher, the weight and how long it lasts."""
     ppo = cfg.ppo
     lasts = "all run long" if ppo.kickstart_steps is None else f"falling to 0 at {ppo.kickstart_steps:,} agent steps"
-    return f"toward the rule bot's action, weight {ppo.kickstart_coef:g}, {lasts}"
+    released = (
+        f"; then KL toward the policy as it was then, weight {ppo.release_kl_coef:g}" if ppo.release_kl_coef > 0 else ""
+    )
+    return f"toward the rule bot's action, weight {ppo.kickstart_coef:g}, {lasts}{released}"
 
 
 def _describe_milestones(cfg: Config) -> str:

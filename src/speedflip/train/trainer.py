@@ -233,6 +233,10 @@ class Trainer:
         step = self.global_step
         rate = learning_rate(self.cfg, step, self.learner.learning_rate)
         self.learner.set_hyperparameters(rate, ent_coef(self.cfg, step), kickstart_coef(self.cfg, step))
+        ppo = self.cfg.ppo
+        released = ppo.kickstart_steps is not None and step >= ppo.kickstart_steps
+        if ppo.release_kl_coef > 0 and released and self.learner.release_anchor is None:
+            self.learner.freeze_release_anchor()  # from the next rollout on, KL toward the policy as it is now
         if self.overlap:  # collection runs at the same time: keep its thread count
             return self.learner.update(batch, raw_obs, where=f"step {step:,}")
         with torch_threads(self.update_threads):
@@ -407,6 +411,8 @@ def summarize_iteration(
         record["charts/kickstart_coef"] = kickstart_coef(trainer.cfg, trainer.global_step)
         record["losses/kickstart_cross_entropy"] = metrics.get("kickstart_cross_entropy")
         record["losses/kickstart_agreement"] = metrics.get("kickstart_agreement")
+    if trainer.cfg.ppo.release_kl_coef > 0:
+        record["losses/release_kl"] = metrics.get("release_kl")
     for name, mean in stats.reward_means.items():
         record[f"rewards/{name}"] = mean
     record.update(trainer.collector.metrics())  # the backend's own (Ray: actor restarts, stale rollouts, transfers)
