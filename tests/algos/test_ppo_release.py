@@ -61,6 +61,23 @@ def test_the_released_policy_is_a_frozen_copy_kept_through_a_checkpoint() -> Non
         torch.testing.assert_close(v, before[k])
 
 
+def test_a_warm_start_keeps_the_released_policy_only_when_it_keeps_the_schedule() -> None:
+    """``--from`` with the step kept goes on pulling toward the same frozen policy; a fresh start has none
+    (its own kickstart, if any, freezes its own at its release)."""
+    learner = _learner()
+    learner.freeze_release_anchor()
+    learner.update(_batch(learner))
+    state = learner.state_dict()
+    assert learner.release_anchor is not None
+    frozen = learner.release_anchor.state_dict()
+    continued, fresh = _learner(seed=2), _learner(seed=3)
+    continued.load_policy(state, keep_optimizer=True)
+    fresh.load_policy(state, keep_optimizer=False)
+    assert fresh.release_anchor is None and continued.release_anchor is not None
+    for k, v in continued.release_anchor.state_dict().items():
+        torch.testing.assert_close(v, frozen[k])
+
+
 def test_the_kl_term_holds_the_policy_near_the_released_one() -> None:
     """Ten updates pushed by large random advantages: with the KL term the policy ends nearer (in KL) the
     policy it was released as than the same updates without it."""

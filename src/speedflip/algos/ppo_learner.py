@@ -219,11 +219,7 @@ class PPOLearner:
             self.return_norm.returns = t["ret.returns"].numpy().astype(np.float64).copy()
         torch.set_rng_state(t["rng.torch"])
         self.generator.set_state(t["rng.generator"])
-        anchor = {k.removeprefix("release_anchor."): v for k, v in t.items() if k.startswith("release_anchor.")}
-        if anchor:  # the run had released its kickstart: the KL goes on toward the same reference
-            self.freeze_release_anchor()
-            assert self.release_anchor is not None
-            self.release_anchor.load_state_dict({k: v.to(self.device) for k, v in anchor.items()})
+        self._load_release_anchor(t)
         self.version = int(state.meta["iteration"])
         if self.cfg.ppo.lr_target_kl is not None and "learning_rate" in state.meta:  # the adapted rate goes on
             self.learning_rate = float(state.meta["learning_rate"])
@@ -239,7 +235,17 @@ class PPOLearner:
         if keep_optimizer:
             self.optimizer.load_state_dict(state.optimizer)
             self.version = int(state.meta.get("iteration", 0))
+            self._load_release_anchor(t)  # the schedule goes on, so does the KL toward the same released policy
         self.guard.snapshot()
+
+    def _load_release_anchor(self, tensors: dict[str, torch.Tensor]) -> None:
+        """The frozen released policy (``ppo.release_kl_coef``) from a state's tensors, when it has one."""
+        prefix = "release_anchor."
+        anchor = {k.removeprefix(prefix): v.to(self.device) for k, v in tensors.items() if k.startswith(prefix)}
+        if anchor:
+            self.freeze_release_anchor()
+            assert self.release_anchor is not None
+            self.release_anchor.load_state_dict(anchor)
 
 
 def load_weights(model: torch.nn.Module, rms: RunningMeanStd | None, weights: PolicyWeights) -> None:
