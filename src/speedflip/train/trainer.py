@@ -232,11 +232,11 @@ class Trainer:
     def _update_now(self, batch: PPOBatch, raw_obs: Array | None) -> dict[str, float]:
         step = self.global_step
         rate = learning_rate(self.cfg, step, self.learner.learning_rate)
-        self.learner.set_hyperparameters(rate, ent_coef(self.cfg, step), kickstart_coef(self.cfg, step))
-        ppo = self.cfg.ppo
-        released = ppo.kickstart_steps is not None and step >= ppo.kickstart_steps
-        if ppo.release_kl_coef > 0 and released and self.learner.release_anchor is None:
-            self.learner.freeze_release_anchor()  # from the next rollout on, KL toward the policy as it is now
+        kickstart = kickstart_coef(self.cfg, step)
+        self.learner.set_hyperparameters(rate, ent_coef(self.cfg, step), kickstart)
+        # the kickstart's weight reached 0 (release_kl_coef needs one that ends): KL toward the policy as it is now
+        if self.cfg.ppo.release_kl_coef > 0 and kickstart == 0 and self.learner.release_anchor is None:
+            self.learner.freeze_release_anchor()
         if self.overlap:  # collection runs at the same time: keep its thread count
             return self.learner.update(batch, raw_obs, where=f"step {step:,}")
         with torch_threads(self.update_threads):
