@@ -50,7 +50,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from speedflip.checkpoint import CheckpointError, list_checkpoints, verify_checkpoint
+from speedflip.selfplay.best import BestMilestone, ShipBy
+from speedflip.selfplay.league import IDLE_PLAYER, REFERENCE_PLAYER
 
 HERE = Path(__file__).resolve().parent
 EVAL_OPPONENTS_FILE = HERE / "eval_opponents.py"
@@ -238,8 +242,6 @@ def train_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]
 def schedule_warnings(run_dir: Path) -> list[str]:
     """Schedules tied to ``run.total_steps`` never progress when the clock, not the budget, ends the run."""
     try:
-        import yaml
-
         cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
     except (OSError, ValueError):
         return []
@@ -388,36 +390,63 @@ def evaluate_seed(
         check_best_file(run_dir, result["snapshots"][-1])
 
 
-def rated_milestones(run_dir: Path) -> list[tuple[str, int, float]]:
-    """Every rated milestone of a run as (name, agent steps, rating after its rating games), by step, read
-    from ``games.csv``: each rating game's row carries the milestone's rating so far, and only its rating
-    games are played at its own step. Empty when the run rated nothing."""
+ANCHORS = (REFERENCE_PLAYER, IDLE_PLAYER)  # the fixed opponents of every milestone's rating games
+
+
+def rated_milestones(run_dir: Path) -> list[BestMilestone]:
+    """Every rated milestone of a run, by step, read from ``games.csv``: each rating game's row carries the
+    milestone's rating so far and its score (only its rating games are played at its own step), so the last
+    row holds its Elo and the rows against the rule bot and the idle car its anchor score. Empty when the
+    run rated nothing."""
     games = run_dir / "games.csv"
     if not games.is_file():
         return []
-    rated: dict[str, tuple[int, float]] = {}
+    rated: dict[str, dict[str, Any]] = {}
     with games.open(newline="") as f:
         for row in csv.DictReader(f):
             name, step = row["player_a"], row["step"]
             if "@" in name and step and name.endswith(f"@{step}"):
-                rated[name] = (int(step), float(row["rating_a"]))  # the last row: the rating after all its games
-    return sorted(((name, step, elo) for name, (step, elo) in rated.items()), key=lambda item: item[1])
+                entry = rated.setdefault(name, {"step": int(step), "points": 0.0, "games": 0})
+                entry["elo"] = float(row["rating_a"])  # the last row: the rating after all its games
+                if row["player_b"] in ANCHORS and row.get("score_a"):
+                    entry["points"] += float(row["score_a"])
+                    entry["games"] += 1
+    milestones = [
+        BestMilestone(
+            path=f"milestones/{name.rsplit('@', 1)[0]}/{e['step']}", name=name, step=e["step"], elo=e["elo"],
+            stage=name.rsplit("@", 1)[0], anchor_score=e["points"] / e["games"] if e["games"] else None,
+        )
+        for name, e in rated.items()
+    ]  # fmt: skip
+    return sorted(milestones, key=lambda m: m.step)
 
 
-def shipped_at(rated: list[tuple[str, int, float]], run_dir: Path, agent_steps: int) -> dict[str, Any] | None:
-    """The run's best-rated milestone among those of step <= ``agent_steps``: what ``RUN/best.json`` named
-    then (:mod:`speedflip.selfplay.best`: the highest rating at rating time within the newest stage; a new
-    stage replaces the best), from :func:`rated_milestones`, so runs made before ``best.json`` existed are
-    scored the same way."""
-    best: dict[str, Any] | None = None
-    for name, step, elo in rated:
-        if step > agent_steps:
+def run_ship_by(run_dir: Path) -> ShipBy:
+    """The run's ``selfplay.ship_by`` from its ``config.yaml`` (``elo`` for runs made before the setting)."""
+    try:
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return "elo"
+    value = (cfg.get("selfplay") or {}).get("ship_by", "elo")
+    return "anchor_score" if value == "anchor_score" else "elo"
+
+
+def shipped_at(rated: list[BestMilestone], run_dir: Path, agent_steps: int) -> dict[str, Any] | None:
+    """The milestone the run shipped among those of step <= ``agent_steps``: what ``RUN/best.json`` named
+    then (:func:`speedflip.selfplay.best.update_best` by the run's ``selfplay.ship_by``; a new stage
+    replaces the best), from :func:`rated_milestones`, so runs made before ``best.json`` existed are scored
+    the same way."""
+    ship_by = run_ship_by(run_dir)
+    best: BestMilestone | None = None
+    for milestone in rated:
+        if milestone.step > agent_steps:
             break
-        stage = name.rsplit("@", 1)[0]
-        if best is None or best["stage"] != stage or elo > best["elo"]:
-            best = {"name": name, "stage": stage, "agent_steps": step, "elo": round(elo, 1),
-                    "path": str(run_dir / "milestones" / stage / str(step))}  # fmt: skip
-    return best
+        if best is None or best.stage != milestone.stage or milestone.beats(best, ship_by):
+            best = milestone
+    if best is None:
+        return None
+    return {"name": best.name, "stage": best.stage, "agent_steps": best.step, "elo": round(best.elo, 1),
+            "anchor_score": best.anchor_score, "path": str(run_dir / best.path)}  # fmt: skip
 
 
 def check_best_file(run_dir: Path, final: dict[str, Any]) -> None:

@@ -174,10 +174,10 @@ def save_checkpoint(checkpoints_dir: Path, step: int, ckpt: Checkpoint, keep: in
         tmp = checkpoints_dir / f".tmp-{step}-{os.getpid()}"
         if tmp.exists():
             shutil.rmtree(tmp)
-        tmp.mkdir()
     except OSError as err:
         raise _save_error(final, err) from err
     try:
+        tmp.mkdir()  # inside the try: an interrupt right after it still removes the folder
         contents = {
             "model.safetensors": save_bytes(ckpt.model),
             "optimizer.safetensors": save_bytes(ckpt.optimizer_tensors),

@@ -459,6 +459,12 @@ class SelfPlayConfig(_Strict):
     rating_prior_sd: float = Field(
         300.0, gt=0, description="milestone rating: sd (Elo) of the prior centred on the previous milestone's rating"
     )
+    ship_by: Literal["anchor_score", "elo"] = Field(
+        "anchor_score",
+        description="which rated milestone is the run's shipped bot (best.json): 'anchor_score' = the best score "
+        "rate against the rule bot and the idle car in its rating games (Elo breaks ties), 'elo' = the highest "
+        "Elo, which also counts games against earlier milestones (docs/learning.md, sixteenth session)",
+    )
 
     @model_validator(mode="after")
     def _rule_share_needs_the_rule_bot(self) -> SelfPlayConfig:

@@ -95,11 +95,15 @@ def test_run_at_best_without_ratings_says_what_to_use(tmp_path: Path, run_1v1: P
     assert find_checkpoint(f"{run}@latest") == find_checkpoint(str(run))
 
 
-def test_the_skill_benchmark_rebuilds_the_same_choice_from_games_csv(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ship_by", ["elo", "anchor_score", None])
+def test_the_skill_benchmark_rebuilds_the_same_choice_from_games_csv(tmp_path: Path, ship_by: str | None) -> None:
     """benchmarks/skill_curve.py scores runs made before best.json existed by rebuilding the choice from
-    games.csv; it must pick what update_best picks, as of any step."""
+    games.csv; it must pick what update_best picks under the run's selfplay.ship_by (a config.yaml without
+    the key: a run from before the setting, Elo), as of any step."""
     import csv
     import importlib.util
+
+    import yaml
 
     spec = importlib.util.spec_from_file_location(
         "skill_curve", Path(__file__).parents[2] / "benchmarks" / "skill_curve.py"
@@ -107,22 +111,35 @@ def test_the_skill_benchmark_rebuilds_the_same_choice_from_games_csv(tmp_path: P
     assert spec is not None and spec.loader is not None
     skill_curve = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(skill_curve)
+    selfplay = {} if ship_by is None else {"ship_by": ship_by}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"selfplay": selfplay}))
 
-    # (step, stage, ratings after each of its rating games): the last one is its rating
-    rated = [(100, "main", [600.0, 640.0]), (200, "main", [700.0, 690.0]), (300, "main", [650.0, 689.0]),
-             (400, "main", [720.0, 710.0]), (500, "1v2", [400.0, 420.0]), (600, "1v2", [380.0, 410.0])]  # fmt: skip
+    # (step, stage, [(opponent, score, rating after the game)]): the last rating is its Elo
+    rated = [
+        (100, "main", [("rule", 0.0, 600.0), ("idle", 1.0, 640.0)]),  # anchors 0.5
+        (200, "main", [("rule", 0.5, 700.0), ("idle", 1.0, 690.0)]),  # anchors 0.75, Elo 690
+        (300, "main", [("rule", 1.0, 650.0), ("idle", 1.0, 689.0)]),  # anchors 1.0, Elo 689
+        (400, "main", [("rule", 0.0, 720.0), ("idle", 0.5, 700.0), ("main@300", 1.0, 710.0)]),  # 0.25, Elo 710
+        (500, "1v2", [("rule", 0.0, 400.0), ("idle", 0.0, 420.0)]),
+        (600, "1v2", [("rule", 0.5, 380.0), ("idle", 0.5, 410.0)]),
+    ]
     with (tmp_path / "games.csv").open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["step", "player_a", "player_b", "rating_a"])
-        writer.writerow([150, "learner", "main@100", 990.0])  # a pool game: not a rating
-        for step, stage, ratings in rated:
-            for opponent, rating in zip(("rule", "idle"), ratings, strict=True):
-                writer.writerow([step, f"{stage}@{step}", opponent, rating])
+        writer.writerow(["step", "player_a", "player_b", "score_a", "rating_a"])
+        writer.writerow([150, "learner", "main@100", 1.0, 990.0])  # a pool game: not a rating
+        for step, stage, games in rated:
+            for opponent, score, rating in games:
+                writer.writerow([step, f"{stage}@{step}", opponent, score, rating])
     from_csv = skill_curve.rated_milestones(tmp_path)
-    assert [(name, step) for name, step, _ in from_csv][:2] == [("main@100", 100), ("main@200", 200)]
+    assert [(m.name, m.step, m.elo) for m in from_csv][:2] == [("main@100", 100, 640.0), ("main@200", 200, 690.0)]
+    assert [m.anchor_score for m in from_csv] == [0.5, 0.75, 1.0, 0.25, 0.0, 0.5]  # games vs main@300 not counted
+    by = ship_by or "elo"
     shipped = {}
-    for step, stage, ratings in rated:
-        update_best(tmp_path, BestMilestone(f"milestones/{stage}/{step}", f"{stage}@{step}", step, ratings[-1], stage))
+    for step, stage, games in rated:
+        points = [score for opponent, score, _ in games if opponent in ("rule", "idle")]
+        milestone = BestMilestone(f"milestones/{stage}/{step}", f"{stage}@{step}", step, games[-1][2], stage,
+                                  anchor_score=sum(points) / len(points))  # fmt: skip
+        update_best(tmp_path, milestone, by)
         shipped[step] = read_best(tmp_path)
     for step in (100, 250, 300, 450, 500, 650):
         expected = shipped[max(s for s, _, _ in rated if s <= step)]
@@ -130,11 +147,30 @@ def test_the_skill_benchmark_rebuilds_the_same_choice_from_games_csv(tmp_path: P
         assert expected is not None and got is not None
         assert (got["name"], got["elo"]) == (expected.name, expected.elo), step
     assert skill_curve.shipped_at(from_csv, tmp_path, 50) is None
+    # computed by hand: Elo ships 200 (690 > 689) then 400 (710); the anchors ship 300 (1.0) and keep it
+    main = "main@400" if by == "elo" else "main@300"
     assert [skill_curve.shipped_at(from_csv, tmp_path, s)["name"] for s in (250, 450, 650)] == [
         "main@200",
-        "main@400",
-        "1v2@500",
+        main,
+        "1v2@600" if by == "anchor_score" else "1v2@500",
     ]
+
+
+def test_the_anchor_score_ships_the_milestone_that_beats_the_anchors_and_elo_breaks_ties(tmp_path: Path) -> None:
+    def milestone(step: int, elo: float, anchors: float | None) -> BestMilestone:
+        return BestMilestone(f"milestones/main/{step}", f"main@{step}", step, elo, "main", anchor_score=anchors)
+
+    assert update_best(tmp_path, milestone(1, 825.0, 0.59), "anchor_score")
+    assert not update_best(tmp_path, milestone(2, 828.0, 0.47), "anchor_score")  # higher Elo, worse vs the anchors
+    assert not update_best(tmp_path, milestone(3, 800.0, 0.59), "anchor_score")  # equal anchors, lower Elo
+    assert update_best(tmp_path, milestone(4, 830.0, 0.59), "anchor_score")  # equal anchors, higher Elo
+    assert read_best(tmp_path) == milestone(4, 830.0, 0.59)
+    assert update_best(tmp_path, milestone(5, 700.0, 0.60), "anchor_score")
+    assert not update_best(tmp_path, milestone(6, 699.0, None), "anchor_score")  # no anchor score: Elo decides
+    assert update_best(tmp_path, milestone(7, 701.0, None), "anchor_score")
+    assert not update_best(tmp_path, milestone(8, 700.0, 0.9), "elo")  # by Elo the anchor score does not count
+    assert read_best(tmp_path) == milestone(7, 701.0, None)
+    assert "0.60 vs rule+idle, 700 Elo" in milestone(5, 700.0, 0.60).describe()
 
 
 def test_the_exported_bot_is_named_after_its_run_also_from_a_milestone(tmp_path: Path) -> None:

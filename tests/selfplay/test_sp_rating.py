@@ -15,7 +15,7 @@ from sp_helpers import tiny_config
 
 from speedflip.selfplay.league import FIXED_RATINGS, IDLE_PLAYER, IDLE_RATING, REFERENCE_PLAYER, League
 from speedflip.selfplay.policies import find_checkpoint
-from speedflip.selfplay.rating import earlier_milestones, performance_rating, rate_milestone
+from speedflip.selfplay.rating import MilestoneRating, earlier_milestones, performance_rating, rate_milestone
 
 LOG3 = math.log10(3.0)
 
@@ -166,6 +166,14 @@ def test_rate_milestone_writes_exact_games(tmp_path: Path, run_1v1: Path) -> Non
     assert rebuilt.players[name].train_minutes is None  # the tiny checkpoint's meta holds no train_seconds
 
 
+def test_the_anchor_score_counts_the_rule_bot_and_the_idle_car_only() -> None:
+    rated = MilestoneRating("main@2", 828.0, 825.0, points={"rule": 4.0, "idle": 3.5, "main@1": 5.5},
+                            games={"rule": 8, "idle": 8, "main@1": 8})  # fmt: skip
+    assert rated.anchor_score() == pytest.approx(7.5 / 16)  # the games against main@1 do not count
+    assert MilestoneRating("main@1", 700.0, 470.0, points={"idle": 2.0}, games={"idle": 4}).anchor_score() == 0.5
+    assert MilestoneRating("m@1", 700.0, 470.0, points={"main@0": 1.0}, games={"main@0": 2}).anchor_score() is None
+
+
 # 2 arenas x 2 cars (pure self-play) x 16 steps = 64 agent steps per iteration; a milestone after every one
 STEPS = 64
 
@@ -187,6 +195,23 @@ def _train_rated(run: Path, total_steps: int, snapshot_every: int = STEPS) -> st
     code = train(cfg, run, console=Console(file=out, width=200))
     assert code == 0, out.getvalue()
     return " ".join(out.getvalue().split())
+
+
+def _shipped(run: Path) -> tuple[str, float]:
+    """The milestone ``selfplay.ship_by=anchor_score`` (the default) ships, computed from games.csv by hand:
+    the best score rate against rule and idle, the higher rating-time Elo on a tie, the earlier on a full tie."""
+    with (run / "games.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["player_a"].endswith(f"@{r['step']}")]
+    best: tuple[float, float] | None = None
+    name = ""
+    for milestone in dict.fromkeys(r["player_a"] for r in rows):  # in rating order
+        own = [r for r in rows if r["player_a"] == milestone]
+        scores = [float(r["score_a"]) for r in own if r["player_b"] in ("rule", "idle")]
+        key = (sum(scores) / len(scores), float(own[-1]["rating_a"]))
+        if best is None or key > best:
+            best, name = key, milestone
+    assert best is not None
+    return name, best[0]
 
 
 def test_a_short_run_rates_every_milestone_and_leaves_its_plot(tmp_path: Path) -> None:
@@ -225,11 +250,12 @@ def test_a_short_run_rates_every_milestone_and_leaves_its_plot(tmp_path: Path) -
     meta = json.loads((run / "checkpoints" / str(4 * STEPS) / "meta.json").read_text())
     assert meta["train_seconds"] > meta["rating_seconds"] > 0
 
-    # the shipped bot: the highest-rated milestone (no pool games here, so the ratings are the rating-time ones)
-    top = max(milestones, key=lambda n: milestones[n]["rating"])
+    # the shipped bot: the best against the anchors (no pool games here, so the ratings are the rating-time ones)
+    top, anchor_score = _shipped(run)
     best = json.loads((run / "best.json").read_text())
     assert (best["name"], best["path"], best["stage"]) == (top, f"milestones/main/{top.split('@')[1]}", "main")
     assert best["elo"] == pytest.approx(milestones[top]["rating"])
+    assert best["anchor_score"] == pytest.approx(anchor_score, abs=1e-4)
     assert f"shipped bot: the best-rated milestone {top}" in text
     assert find_checkpoint(str(run)) == run / best["path"]
     assert find_checkpoint(f"{run}@latest") == run / "checkpoints" / str(4 * STEPS)
@@ -247,8 +273,43 @@ def test_a_short_run_rates_every_milestone_and_leaves_its_plot(tmp_path: Path) -
     assert league["main@320"]["train_minutes"] > minutes[-1]
     resumed = json.loads((run / "checkpoints" / str(5 * STEPS) / "meta.json").read_text())
     assert resumed["train_seconds"] > meta["train_seconds"] and resumed["rating_seconds"] > meta["rating_seconds"]
-    top = max((n for n in league if n.startswith("main@")), key=lambda n: league[n]["rating"])
-    assert json.loads((run / "best.json").read_text())["name"] == top  # the resumed run kept comparing
+    assert json.loads((run / "best.json").read_text())["name"] == _shipped(run)[0]  # the resumed run kept comparing
+
+
+def test_a_run_stopped_by_a_signal_rates_its_final_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM after the third iteration of a run with milestones every 2: the checkpoint is saved, then
+    the final policy (step 3) becomes a milestone too, is rated and competes for best.json."""
+    import io
+    import signal
+
+    from rich.console import Console
+
+    from speedflip.train import run as run_module
+
+    between = run_module.RocketLeagueSession.between
+
+    def between_then_signal(self: run_module.RocketLeagueSession, record: dict, console: Console) -> None:
+        between(self, record, console)
+        if self.global_step == 3 * STEPS:
+            signal.raise_signal(signal.SIGTERM)  # what a scheduler sends; StopFlag turns it into a clean stop
+
+    monkeypatch.setattr(run_module.RocketLeagueSession, "between", between_then_signal)
+    run = tmp_path / "run"
+    cfg = tiny_config(
+        ppo={"num_steps": 16, "minibatch_size": 64},
+        run={"total_steps": 10 * STEPS, "checkpoint_interval_steps": 10 * STEPS, "milestone_replays": False},
+        selfplay={"snapshot_interval_steps": 2 * STEPS, "rating_games": 2, "rating_game_seconds": 2.0},
+    )
+    out = io.StringIO()
+    assert run_module.train(cfg, run, console=Console(file=out, width=200)) == 0, out.getvalue()
+    text = " ".join(out.getvalue().split())
+    assert "Stopped (SIGTERM received) at 192 agent steps" in text
+    assert "rating the final policy (192 agent steps) as a milestone" in text
+    assert sorted(int(p.name) for p in (run / "milestones" / "main").iterdir()) == [2 * STEPS, 3 * STEPS]
+    league = json.loads((run / "league.json").read_text())["players"]
+    assert league[f"main@{3 * STEPS}"]["games"] == 2 * 3  # rule, idle and the milestone before it
+    assert json.loads((run / "best.json").read_text())["name"] == _shipped(run)[0]
+    assert "milestone rating:" in text  # the cost report comes after the final rating
 
 
 def test_the_end_of_the_budget_makes_a_rated_milestone(tmp_path: Path) -> None:
@@ -259,6 +320,4 @@ def test_the_end_of_the_budget_makes_a_rated_milestone(tmp_path: Path) -> None:
     assert sorted(int(p.name) for p in (run / "milestones" / "main").iterdir()) == [2 * STEPS, 3 * STEPS]
     league = json.loads((run / "league.json").read_text())["players"]
     assert league[f"main@{2 * STEPS}"]["games"] > 0 and league[f"main@{3 * STEPS}"]["games"] > 0
-    best = json.loads((run / "best.json").read_text())
-    top = max((f"main@{2 * STEPS}", f"main@{3 * STEPS}"), key=lambda n: league[n]["rating"])
-    assert best["name"] == top
+    assert json.loads((run / "best.json").read_text())["name"] == _shipped(run)[0]

@@ -1,16 +1,23 @@
 """The bot a run ships: its best-rated milestone (``RUN/best.json``).
 
 Self-play does not improve monotonically: the newest policy can be much weaker than one from minutes
-earlier (it specialised against its own latest self). Every milestone gets a rating as training goes
-(:mod:`speedflip.selfplay.rating`: games against the rule bot, the idle car and earlier milestones), so
-the run remembers the highest-rated milestone of its current curriculum stage in ``best.json``, and
-``speedflip eval RUN``, ``speedflip export RUN`` and ``speedflip watch RUN`` use it. ``RUN@latest``
-names the newest checkpoint instead, ``RUN@best`` insists on the best-rated milestone.
+earlier (it specialised against its own latest self). Every milestone gets rating games as training goes
+(:mod:`speedflip.selfplay.rating`: against the rule bot, the idle car and earlier milestones), so the run
+remembers the best of its current curriculum stage in ``best.json``, and ``speedflip eval RUN``,
+``speedflip export RUN`` and ``speedflip watch RUN`` use it. ``RUN@latest`` names the newest checkpoint
+instead, ``RUN@best`` insists on the best-rated milestone.
+
+Which is best is ``selfplay.ship_by``: ``anchor_score``, the score rate in the rating games against the two
+fixed anchors (the rule bot and the idle car; Elo breaks ties), or ``elo``, the milestone's Elo, which
+also counts its games against earlier milestones. Elo rewards beating one's own past (and its prior
+starts from the previous milestone's rating), so a milestone that beat its predecessors and lost to an
+idle car could be shipped; the anchors are what a user plays the bot against (docs/learning.md,
+sixteenth session).
 
 ``best.json`` holds the milestone's path relative to the run directory (a run can be moved), its step,
-Elo at rating time, stage and training minutes. It is replaced atomically; a milestone of a new
-curriculum stage replaces the best of the previous stage (ratings of different team sizes do not
-compare).
+Elo and anchor score at rating time, stage and training minutes. It is replaced atomically; a milestone
+of a new curriculum stage replaces the best of the previous stage (ratings of different team sizes do
+not compare).
 """
 
 from __future__ import annotations
@@ -19,10 +26,12 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
 from speedflip.checkpoint import CheckpointError, verify_checkpoint
 
 BEST_FILE = "best.json"
+ShipBy = Literal["anchor_score", "elo"]
 
 
 @dataclass(frozen=True)
@@ -35,13 +44,23 @@ class BestMilestone:
     elo: float
     stage: str
     train_minutes: float | None = None
+    anchor_score: float | None = None  # score rate vs the rule bot and the idle car in its rating games
 
     def folder(self, run_dir: Path) -> Path:
         return run_dir / self.path
 
     def describe(self) -> str:
         minutes = f", {self.train_minutes:.1f} min" if self.train_minutes is not None else ""
-        return f"{self.name} ({self.elo:.0f} Elo{minutes})"
+        anchors = f"{self.anchor_score:.2f} vs rule+idle, " if self.anchor_score is not None else ""
+        return f"{self.name} ({anchors}{self.elo:.0f} Elo{minutes})"
+
+    def beats(self, other: BestMilestone, ship_by: ShipBy) -> bool:
+        """Whether this milestone should be shipped instead of ``other`` (same stage): a higher anchor score
+        (equal: a higher Elo) for ``anchor_score``, a higher Elo for ``elo``. When either lacks an anchor
+        score (a ``best.json`` written before it was recorded) Elo decides."""
+        if ship_by == "anchor_score" and self.anchor_score is not None and other.anchor_score is not None:
+            return (self.anchor_score, self.elo) > (other.anchor_score, other.elo)
+        return self.elo > other.elo
 
 
 def read_best(run_dir: Path) -> BestMilestone | None:
@@ -55,16 +74,18 @@ def read_best(run_dir: Path) -> BestMilestone | None:
             elo=float(data["elo"]),
             stage=str(data["stage"]),
             train_minutes=None if data.get("train_minutes") is None else float(data["train_minutes"]),
+            anchor_score=None if data.get("anchor_score") is None else float(data["anchor_score"]),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def update_best(run_dir: Path, candidate: BestMilestone) -> bool:
-    """Make ``candidate`` the run's best when it is rated higher than the current best of the same stage,
-    or when the current best is of another stage, missing or unreadable. Returns whether it did."""
+def update_best(run_dir: Path, candidate: BestMilestone, ship_by: ShipBy = "anchor_score") -> bool:
+    """Make ``candidate`` the run's best when it :meth:`~BestMilestone.beats` the current best of the same
+    stage, or when the current best is of another stage, missing or unreadable (an equal one does not
+    replace it). Returns whether it did."""
     current = read_best(run_dir)
-    if current is not None and current.stage == candidate.stage and current.elo >= candidate.elo:
+    if current is not None and current.stage == candidate.stage and not candidate.beats(current, ship_by):
         return False
     tmp = run_dir / f".{BEST_FILE}.tmp"
     tmp.write_text(json.dumps(asdict(candidate), indent=2) + "\n")

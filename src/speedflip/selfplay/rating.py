@@ -124,6 +124,14 @@ class MilestoneRating:
     games: dict[str, int] = field(default_factory=dict)  # opponent -> games played
     notes: list[str] = field(default_factory=list)
 
+    def anchor_score(self) -> float | None:
+        """The milestone's score rate (win 1, draw 0.5) in its games against the fixed anchors, the rule bot
+        and the idle car (``None``: it played neither)."""
+        games = sum(self.games.get(name, 0) for name in (REFERENCE_PLAYER, IDLE_PLAYER))
+        if games == 0:
+            return None
+        return sum(self.points.get(name, 0.0) for name in (REFERENCE_PLAYER, IDLE_PLAYER)) / games
+
     def describe(self) -> str:
         """``main@2000000: 1187 Elo (prior 1120; vs rule 3.5/4, idle 4/4, main@1000000 2/4)``."""
         scores = ", ".join(f"{name} {self.points[name]:g}/{self.games[name]}" for name in self.games)

@@ -96,6 +96,8 @@ class RocketLeagueSession:
         self.train_seconds_before = 0.0
         self.rating_seconds_total = 0.0
         self._session_start: float | None = None
+        self._last_record: dict[str, Any] | None = None  # this session's newest iteration record
+        self._last_milestone_step: int | None = None
         self._schedule_next()
 
     @property
@@ -184,18 +186,25 @@ class RocketLeagueSession:
         # too, so the final policy can become the shipped bot (best.json)
         final = trainer.global_step >= self.cfg.run.total_steps and self._rating_on()
         if trainer.global_step >= self.next_milestone or final:
-            meta = {**checkpoint_meta(record), "phase": trainer.stage_name, "timestamp": time.time()}
-            path = trainer.milestone({**meta, **self._clock_meta()})
-            self.next_milestone = (trainer.global_step // sp.snapshot_interval_steps + 1) * sp.snapshot_interval_steps
-            rating = self._rate_milestone(path, record, console) if path is not None else None
-            post_milestone(path, meta, trainer.matchmaker.learner_elo if rating is None else rating, console)
-            if path is not None and self.cfg.run.milestone_replays:
-                _milestone_replay(path, self.run_dir, console)
+            self._milestone(record, console, replay=self.cfg.run.milestone_replays)
+        self._last_record = record
         if sp.rate_milestones:
             record["perf/rating_share"] = self.rating_seconds_total / max(self.train_seconds(), 1e-9)
         for message in (trainer.advance_reward_phase(record), trainer.advance_curriculum()):
             if message:
                 console.print(message, soft_wrap=True)
+
+    def _milestone(self, record: dict[str, Any], console: Console, replay: bool) -> None:
+        """Make a milestone of the policy now, rate it (it may become the shipped bot), tell the webhook."""
+        trainer, sp = self.trainer, self.cfg.selfplay
+        meta = {**checkpoint_meta(record), "phase": trainer.stage_name, "timestamp": time.time()}
+        path = trainer.milestone({**meta, **self._clock_meta()})
+        self.next_milestone = (trainer.global_step // sp.snapshot_interval_steps + 1) * sp.snapshot_interval_steps
+        self._last_milestone_step = trainer.global_step
+        rating = self._rate_milestone(path, record, console) if path is not None else None
+        post_milestone(path, meta, trainer.matchmaker.learner_elo if rating is None else rating, console)
+        if path is not None and replay:
+            _milestone_replay(path, self.run_dir, console)
 
     def progress_fields(self, record: dict[str, Any]) -> dict[str, str]:
         return {
@@ -227,13 +236,14 @@ class RocketLeagueSession:
         record["perf/rating_seconds"] = seconds
         record["selfplay/milestone_elo"] = rated.rating
         console.print(f"milestone rated in {seconds:.1f} s: {rated.describe()}", soft_wrap=True)
-        self._keep_best(path, rated.name, rated.rating, console)
+        self._keep_best(path, rated.name, rated.rating, rated.anchor_score(), console)
         for note in rated.notes:
             console.print(f"note: {note}", soft_wrap=True)
         return rated.rating
 
-    def _keep_best(self, path: Path, name: str, elo: float, console: Console) -> None:
-        """Make the rated milestone the run's shipped bot (``best.json``) when it is the best-rated so far."""
+    def _keep_best(self, path: Path, name: str, elo: float, anchor_score: float | None, console: Console) -> None:
+        """Make the rated milestone the run's shipped bot (``best.json``) when it is the best so far by
+        ``selfplay.ship_by`` (:mod:`speedflip.selfplay.best`)."""
         try:
             relative = str(path.relative_to(self.run_dir))
         except ValueError:
@@ -241,9 +251,10 @@ class RocketLeagueSession:
         candidate = BestMilestone(
             path=relative, name=name, step=int(path.name), elo=elo, stage=self.trainer.stage_name,
             train_minutes=round(self.train_seconds() / 60.0, 3),
+            anchor_score=None if anchor_score is None else round(anchor_score, 4),
         )  # fmt: skip
         try:
-            if update_best(self.run_dir, candidate):
+            if update_best(self.run_dir, candidate, self.cfg.selfplay.ship_by):
                 console.print(
                     f"best-rated milestone so far: {candidate.describe()}; speedflip eval/export {self.run_dir} "
                     f"use it ({self.run_dir}@latest: the newest checkpoint)",
@@ -256,8 +267,19 @@ class RocketLeagueSession:
         return self.trainer.save(checkpoints_dir, {**meta, **self._clock_meta()})
 
     def finish(self, console: Console, run_dir: Path) -> None:
-        """Say what the milestone rating cost and leave the league plot (``league.png``)."""
+        """Rate the final policy of a run stopped before its budget (a milestone, so a stopped run can ship
+        its last steps, as one that reaches its budget does), say what the rating cost and leave the league
+        plot (``league.png``)."""
         from speedflip.selfplay.evaluate import write_plot
+
+        step = self.trainer.global_step
+        if self._last_record is not None and self._rating_on() and self._last_milestone_step != step:
+            console.print(
+                f"rating the final policy ({step:,} agent steps) as a milestone, so it can be the shipped bot "
+                "(the checkpoint is saved; a second Ctrl-C skips this)",
+                soft_wrap=True,
+            )
+            self._milestone(self._last_record, console, replay=False)
 
         if self.rating_seconds_total > 0:
             train = self.train_seconds()
