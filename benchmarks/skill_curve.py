@@ -54,7 +54,7 @@ import yaml
 
 from speedflip.checkpoint import CheckpointError, list_checkpoints, verify_checkpoint
 from speedflip.selfplay.best import BestMilestone, ShipBy
-from speedflip.selfplay.league import IDLE_PLAYER, REFERENCE_PLAYER
+from speedflip.selfplay.league import FIXED_RATINGS
 
 HERE = Path(__file__).resolve().parent
 EVAL_OPPONENTS_FILE = HERE / "eval_opponents.py"
@@ -390,9 +390,6 @@ def evaluate_seed(
         check_best_file(run_dir, result["snapshots"][-1])
 
 
-ANCHORS = (REFERENCE_PLAYER, IDLE_PLAYER)  # the fixed opponents of every milestone's rating games
-
-
 def rated_milestones(run_dir: Path) -> list[BestMilestone]:
     """Every rated milestone of a run, by step, read from ``games.csv``: each rating game's row carries the
     milestone's rating so far and its score (only its rating games are played at its own step), so the last
@@ -408,16 +405,15 @@ def rated_milestones(run_dir: Path) -> list[BestMilestone]:
             if "@" in name and step and name.endswith(f"@{step}"):
                 entry = rated.setdefault(name, {"step": int(step), "points": 0.0, "games": 0})
                 entry["elo"] = float(row["rating_a"])  # the last row: the rating after all its games
-                if row["player_b"] in ANCHORS and row.get("score_a"):
+                if row["player_b"] in FIXED_RATINGS and row.get("score_a"):  # the rule bot and the idle car
                     entry["points"] += float(row["score_a"])
                     entry["games"] += 1
-    milestones = [
-        BestMilestone(
-            path=f"milestones/{name.rsplit('@', 1)[0]}/{e['step']}", name=name, step=e["step"], elo=e["elo"],
-            stage=name.rsplit("@", 1)[0], anchor_score=e["points"] / e["games"] if e["games"] else None,
-        )
-        for name, e in rated.items()
-    ]  # fmt: skip
+    milestones = []
+    for name, e in rated.items():
+        stage = name.rsplit("@", 1)[0]
+        anchor_score = e["points"] / e["games"] if e["games"] else None
+        milestones.append(BestMilestone(f"milestones/{stage}/{e['step']}", name, e["step"], e["elo"], stage,
+                                        anchor_score=anchor_score))  # fmt: skip
     return sorted(milestones, key=lambda m: m.step)
 
 

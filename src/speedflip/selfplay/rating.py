@@ -35,7 +35,15 @@ from speedflip.config import EnvConfig, SelfPlayConfig
 from speedflip.env.action_forms import table_from_spec
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.selfplay import elo
-from speedflip.selfplay.league import IDLE_PLAYER, IDLE_RATING, REFERENCE_PLAYER, League, Player, append_games
+from speedflip.selfplay.league import (
+    FIXED_RATINGS,
+    IDLE_PLAYER,
+    IDLE_RATING,
+    REFERENCE_PLAYER,
+    League,
+    Player,
+    append_games,
+)
 from speedflip.selfplay.match import OBS_KEYS, match_env_config, play_match
 from speedflip.selfplay.policies import IdlePolicy, NeuralPolicy, Policy, ScriptedPolicy, checkpoint_meta
 from speedflip.selfplay.rule_policy import RulePolicy
@@ -127,10 +135,9 @@ class MilestoneRating:
     def anchor_score(self) -> float | None:
         """The milestone's score rate (win 1, draw 0.5) in its games against the fixed anchors, the rule bot
         and the idle car (``None``: it played neither)."""
-        games = sum(self.games.get(name, 0) for name in (REFERENCE_PLAYER, IDLE_PLAYER))
-        if games == 0:
-            return None
-        return sum(self.points.get(name, 0.0) for name in (REFERENCE_PLAYER, IDLE_PLAYER)) / games
+        anchors = [name for name in self.games if name in FIXED_RATINGS]
+        games = sum(self.games[name] for name in anchors)
+        return sum(self.points[name] for name in anchors) / games if games else None
 
     def describe(self) -> str:
         """``main@2000000: 1187 Elo (prior 1120; vs rule 3.5/4, idle 4/4, main@1000000 2/4)``."""
