@@ -435,6 +435,13 @@ class SelfPlayConfig(_Strict):
         description="fixed share of pool games against the rule bot, the rest among snapshots by `sampling` "
         "(unset: the rule bot is sampled like any member, which elo_weighted makes rare once milestones exist)",
     )
+    idle_share: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="fixed share of pool games against the idle car, which never touches its controls: an "
+        "open-net drill where every goal conceded is the learner's own (0 = the idle car is not in the pool)",
+    )
     sampling: Literal["uniform", "elo_weighted", "recent_weighted", "difficulty_adjusted"] = "elo_weighted"
     temperature: float = Field(100.0, gt=0, description="softness of the sampling weights (Elo points)")
     elo_window: float = Field(400.0, gt=0, description="elo_weighted: prefer opponents within this Elo gap")
@@ -472,6 +479,16 @@ class SelfPlayConfig(_Strict):
             raise ValueError(
                 f"rule_share={self.rule_share:g} needs the rule bot in the pool: set selfplay.include_rule=true "
                 "or leave selfplay.rule_share unset"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _fixed_shares_fit_in_the_pool(self) -> SelfPlayConfig:
+        rule = self.rule_share or 0.0
+        if rule + self.idle_share > 1.0:
+            raise ValueError(
+                f"rule_share={rule:g} and idle_share={self.idle_share:g} add up to more than all pool games: "
+                "lower one so that they sum to at most 1"
             )
         return self
 

@@ -204,6 +204,44 @@ def test_rule_share_without_the_rule_bot_is_a_config_error() -> None:
         SelfPlayConfig(rule_share=0.3, include_rule=False)
 
 
+def test_idle_share_puts_the_idle_car_in_the_pool_and_draws_it_that_often(env: RocketLeagueVecEnv) -> None:
+    """selfplay.idle_share=0.25 with rule_share=0.75 and no milestone yet: the pool is the rule bot and
+    the idle car, drawn 3 : 1; the idle car drives its cars with the all-zero row."""
+    assert [m.name for m in _matchmaker(env).members] == ["rule"]  # idle_share 0: no idle car
+    mm = _matchmaker(env, rule_share=0.75, idle_share=0.25)
+    assert [(m.name, m.path) for m in mm.members] == [("rule", None), ("idle", None)]
+    draws = []
+    for _ in range(400):
+        mm.sample(np.arange(4))
+        draws.extend(mm.opponent[:2].tolist())
+    assert draws.count(1) / len(draws) == pytest.approx(0.25, abs=0.05)  # 800 draws: sd 0.015
+    assert set(mm.opponent[2:].tolist()) == {-1}  # self-play arenas have no opponent
+    mm.opponent[:2] = 1  # both pool arenas against the idle car
+    learner_choice = np.full(env.num_agents, 3, np.int64)
+    out = mm.fill_opponent_actions(learner_choice, np.zeros((env.num_agents, env.obs_dim), np.float32), None)
+    # rows: arena 0 learner blue (row 0) / idle orange (row 1), arena 1 idle blue (row 2) / learner orange (row 3)
+    np.testing.assert_array_equal(out, [3, _neutral(env), _neutral(env), 3, 3, 3, 3, 3])
+
+
+def test_games_against_the_idle_car_are_rated_and_leave_its_rating_fixed(env: RocketLeagueVecEnv) -> None:
+    mm = _matchmaker(env, rule_share=0.0, idle_share=1.0)
+    mm.opponent[:2] = 1
+    before = mm.learner_elo
+    goal_team = np.array([1, -1, -1, -1])  # arena 0: orange (the idle car) scored, the learner's own goal
+    mm.on_step(_done(0), np.zeros(8, bool), goal_team, global_step=100)
+    # K=16: the learner (1000) was expected to score 1 / (1 + 10 ** (-530 / 400)) = 1 / 1.047315 = 0.954823; it lost
+    assert mm.learner_elo == pytest.approx(before - 16 * 0.954823, abs=1e-4)
+    assert mm.league.player("idle").rating == 470.0
+    game = mm.take_pending_games()[0]
+    assert (game["player_b"], game["score_a"], game["a_is_blue"]) == ("idle", 0.0, True)
+
+
+def test_rule_and_idle_shares_above_one_are_a_config_error() -> None:
+    with pytest.raises(ValueError, match=r"rule_share=0\.9 and idle_share=0\.2 add up to more than all pool games"):
+        SelfPlayConfig(rule_share=0.9, idle_share=0.2)
+    SelfPlayConfig(rule_share=0.8, idle_share=0.2)  # exactly 1 is fine
+
+
 def test_snapshots_act_in_one_stacked_pass_and_the_rule_bot_alone(
     env: RocketLeagueVecEnv, run_1v1: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

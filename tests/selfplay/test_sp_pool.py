@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from speedflip.selfplay.pool import STRATEGIES, Member, prune, sampling_weights, with_rule_share
+from speedflip.selfplay.pool import STRATEGIES, Member, prune, sampling_weights, with_fixed_shares
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -109,25 +109,38 @@ def test_prune_drops_weak_snapshots_keeps_rule_and_newest() -> None:
     assert _names(kept) == ["rule", "s500"]
 
 
-def test_rule_share_fixes_the_rule_bot_and_scales_the_snapshots_by_hand() -> None:
+def test_a_fixed_share_holds_the_rule_bot_and_scales_the_snapshots_by_hand() -> None:
     # elo_weighted gives the rule bot (gap 300) exp(-3) against exp(0) and exp(-1) for two snapshots:
     # p = 0.0351190, 0.7053845, 0.2594959 (the hand computation above, reordered)
     probs = sampling_weights("elo_weighted", [1300.0, 1000.0, 1100.0], [0, 10, 20], 1000.0)
     np.testing.assert_allclose(probs, [0.0351190, 0.7053845, 0.2594959], atol=1e-6)
     # rule_share 0.3: the rule bot 0.3; the snapshots share 0.7 as 0.7053845 : 0.2594959
     # = 0.7 * 0.7310586 = 0.5117410 and 0.7 * 0.2689414 = 0.1882590
-    out = with_rule_share(probs, [True, False, False], 0.3)
+    out = with_fixed_shares(probs, [0.3, None, None])
     np.testing.assert_allclose(out, [0.3, 0.5117410, 0.1882590], atol=1e-6)
     assert out.sum() == pytest.approx(1.0)
 
 
-def test_rule_share_unset_or_without_both_kinds_of_member_changes_nothing() -> None:
+def test_two_fixed_shares_the_rule_bot_and_the_idle_car_by_hand() -> None:
+    # rule 0.6 and idle 0.25 fixed; the two snapshots (weights 0.3 : 0.1 of what is left) share 0.15
+    # as 0.75 : 0.25 = 0.1125 and 0.0375; the rule bot's own weight (0.6 in probs) is ignored
+    probs = np.array([0.6, 0.0, 0.3, 0.1])
+    out = with_fixed_shares(probs, [0.6, 0.25, None, None])
+    np.testing.assert_allclose(out, [0.6, 0.25, 0.1125, 0.0375])
+    # only fixed members (no snapshot yet): their shares normalised, 0.8 and 0.2 -> 0.8 / 0.2; 0.3 and 0.1
+    # -> 0.75 / 0.25
+    np.testing.assert_allclose(with_fixed_shares(np.array([0.5, 0.5]), [0.8, 0.2]), [0.8, 0.2])
+    np.testing.assert_allclose(with_fixed_shares(np.array([0.9, 0.1]), [0.3, 0.1]), [0.75, 0.25])
+    # the rule bot free (rule_share unset) and idle fixed at 0.2: rule 0.25 and snapshot 0.75 of the 0.8 left
+    np.testing.assert_allclose(with_fixed_shares(np.array([0.25, 0.0, 0.75]), [None, 0.2, None]), [0.2, 0.2, 0.6])
+
+
+def test_no_fixed_share_or_only_the_rule_bot_changes_nothing() -> None:
     probs = np.array([0.2, 0.8])
-    np.testing.assert_array_equal(with_rule_share(probs, [True, False], None), probs)
-    np.testing.assert_array_equal(with_rule_share(probs, [False, False], 0.5), probs)  # no rule bot
-    np.testing.assert_array_equal(with_rule_share(np.array([1.0]), [True], 0.5), [1.0])  # only the rule bot
+    np.testing.assert_array_equal(with_fixed_shares(probs, [None, None]), probs)  # rule_share unset
+    np.testing.assert_array_equal(with_fixed_shares(np.array([1.0]), [0.5]), [1.0])  # only the rule bot
 
 
-def test_rule_share_with_snapshots_weighted_zero_splits_the_rest_evenly() -> None:
-    out = with_rule_share(np.array([1.0, 0.0, 0.0]), [True, False, False], 0.5)
+def test_a_fixed_share_with_snapshots_weighted_zero_splits_the_rest_evenly() -> None:
+    out = with_fixed_shares(np.array([1.0, 0.0, 0.0]), [0.5, None, None])
     np.testing.assert_allclose(out, [0.5, 0.25, 0.25])

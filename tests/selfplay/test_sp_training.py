@@ -118,3 +118,18 @@ def test_empty_pool_falls_back_to_self_play(tmp_path: Path) -> None:
     assert {g["player_b"] for g in games} <= {"main@192", "main@384"}
     assert all(int(g["step"]) >= 192 for g in games)
     assert league["players"]["learner"]["games"] == len(games)
+
+
+def test_training_with_the_idle_car_as_the_only_pool_opponent(tmp_path: Path) -> None:
+    """selfplay.idle_share=1 (rule_share 0): every pool game is against the idle car, rated against its
+    fixed rating, and the start-up summary says so."""
+    run = tmp_path / "run"
+    text = _train(_cfg(rule_share=0.0, idle_share=1.0, eval_interval_steps=0), run)
+    assert "a pool in 50 % of arenas: idle car 100 %; self-play in the others" in " ".join(text.split())
+    pool = _games(run)
+    assert len(pool) >= 6  # as above: at least 3 games in each of the 2 pool arenas
+    assert {g["player_b"] for g in pool} == {"idle"}
+    assert {g["a_is_blue"] for g in pool} == {"True", "False"}
+    league = json.loads((run / "league.json").read_text())
+    assert league["players"]["idle"]["rating"] == 470.0  # a fixed reference: its games never move it
+    assert league["players"]["idle"]["games"] == len(pool)

@@ -1,9 +1,9 @@
-"""train/run.py: the start-up summary's kickstart line, written out by hand."""
+"""train/run.py: the start-up summary's kickstart and opponents lines, written out by hand."""
 
 from __future__ import annotations
 
 from speedflip.config import build_config
-from speedflip.train.run import describe_kickstart
+from speedflip.train.run import describe_kickstart, describe_opponents
 
 
 def test_the_start_up_summary_names_the_kickstart() -> None:
@@ -17,4 +17,23 @@ def test_the_start_up_summary_names_the_kickstart() -> None:
     assert describe_kickstart(released) == (
         "toward the rule bot's action, weight 0.5, falling to 0 at 5,000,000 agent steps; then KL toward the "
         "policy as it was then, weight 0.5"
+    )
+
+
+def test_the_start_up_summary_names_the_opponents() -> None:
+    def line(selfplay: dict[str, object], curriculum: bool = False) -> str:
+        return describe_opponents(build_config({"selfplay": selfplay, "curriculum": {"enabled": curriculum}}))
+
+    assert line({}) == "self-play in every arena"
+    assert line({}, curriculum=True) == (
+        "self-play in every arena (the curriculum's stages set their own share of arenas)"
+    )
+    assert line({"opponent_share": 0.25}) == (
+        "a pool in 25 % of arenas: milestones and the rule bot (elo_weighted); self-play in the others"
+    )
+    assert line({"opponent_share": 0.625, "rule_share": 0.8, "idle_share": 0.2}) == (
+        "a pool in 62.5 % of arenas: rule bot 80 %, idle car 20 %; self-play in the others"
+    )
+    assert line({"opponent_share": 0.5, "idle_share": 0.1, "include_rule": False, "sampling": "uniform"}) == (
+        "a pool in 50 % of arenas: idle car 10 %, milestones (uniform) the rest; self-play in the others"
     )

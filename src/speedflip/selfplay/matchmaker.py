@@ -28,9 +28,9 @@ from speedflip.env.action_forms import same_table, table_from_run_config
 from speedflip.env.actions import ActionError
 from speedflip.env.arenas import GameArrays
 from speedflip.models.build import ActingMemory, PolicyModel
-from speedflip.selfplay.league import REFERENCE_PLAYER, League, append_games
-from speedflip.selfplay.policies import NeuralPolicy, Policy, ScriptedPolicy
-from speedflip.selfplay.pool import Member, prune, sampling_weights, with_rule_share
+from speedflip.selfplay.league import IDLE_PLAYER, REFERENCE_PLAYER, League, append_games
+from speedflip.selfplay.policies import IdlePolicy, NeuralPolicy, Policy, ScriptedPolicy
+from speedflip.selfplay.pool import Member, prune, sampling_weights, with_fixed_shares
 from speedflip.selfplay.rule_policy import RulePolicy
 from speedflip.selfplay.stacked import StackedPolicies, can_stack
 
@@ -116,6 +116,13 @@ class Matchmaker:
             else:
                 self.members.append(Member(REFERENCE_PLAYER, None, 0, self.league.player(REFERENCE_PLAYER).rating))
                 self._policies[REFERENCE_PLAYER] = ScriptedPolicy(rules)
+        if cfg.idle_share > 0:
+            neutral = np.flatnonzero(np.all(table == 0.0, axis=1))
+            if neutral.size == 0:
+                self.notes.append("the action table has no all-zero row for the idle car; it is left out of the pool")
+            else:
+                self.members.append(Member(IDLE_PLAYER, None, 0, self.league.player(IDLE_PLAYER).rating))
+                self._policies[IDLE_PLAYER] = IdlePolicy(int(neutral[0]))
         self.opponent = np.full(num_arenas, -1, np.int64)  # index into self.members per pool arena
         self.recent: list[float] = []  # learner scores of recent pool games
         self._pending_games: list[dict[str, Any]] = []
@@ -194,7 +201,8 @@ class Matchmaker:
             self.cfg.elo_window,
             self.cfg.target_win_rate,
         )
-        probs = with_rule_share(probs, [m.path is None for m in self.members], self.cfg.rule_share)
+        fixed = {REFERENCE_PLAYER: self.cfg.rule_share, IDLE_PLAYER: self.cfg.idle_share or None}
+        probs = with_fixed_shares(probs, [fixed.get(m.name) if m.path is None else None for m in self.members])
         self.opponent[arenas] = self.rng.choice(len(self.members), size=arenas.size, p=probs)
 
     # ------------------------------------------------------------------ acting
@@ -225,9 +233,10 @@ class Matchmaker:
             if index < 0:
                 continue  # empty pool: the learner's own choice drives these cars (self-play fallback)
             member = self.members[index]
-            if state is None and member.path is None:
+            is_rule = member.name == REFERENCE_PLAYER and member.path is None
+            if state is None and is_rule:
                 raise RuntimeError("the rule bot needs the arena state (in-process collector)")
-            if member.path is None and rule_actions is not None:
+            if is_rule and rule_actions is not None:
                 chosen = rule_actions
             else:
                 chosen = self._policy(member).act(obs, state if state is not None else _NO_STATE, self.car_teams)

@@ -9,12 +9,13 @@ Sampling strategies (pure functions of the pool's ratings and ages, so they are 
 - ``difficulty_adjusted``: weight by how close the expected score against a member is to
   ``target_win_rate``: ``exp(-|expected - target| / (temperature / 400))``.
 
-``selfplay.rule_share`` (optional) then fixes the rule bot's share of pool games (:func:`with_rule_share`):
-the Elo-weighted draw alone gave the rule bot 1.5-2.6 % of them once the learner's milestones were in
-the pool, since they sit nearer the learner's rating (docs/learning.md, ninth session).
+``selfplay.rule_share`` (optional) then fixes the rule bot's share of pool games, and
+``selfplay.idle_share`` the idle car's (:func:`with_fixed_shares`): the Elo-weighted draw alone gave the
+rule bot 1.5-2.6 % of them once the learner's milestones were in the pool, since they sit nearer the
+learner's rating (docs/learning.md, ninth session).
 
-Pruning drops members rated more than ``min_elo_diff`` below the learner (never the rule bot, the
-fixed reference) and keeps at most ``pool_size`` snapshots (the oldest go first).
+Pruning drops members rated more than ``min_elo_diff`` below the learner (never the scripted members,
+the rule bot and the idle car) and keeps at most ``pool_size`` snapshots (the oldest go first).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ STRATEGIES = ("uniform", "elo_weighted", "recent_weighted", "difficulty_adjusted
 
 @dataclass
 class Member:
-    """One pool entry: a milestone checkpoint path (or ``None`` for the rule bot) and its rating."""
+    """One pool entry: a milestone checkpoint path (``None`` for the scripted rule bot and idle car) and its rating."""
 
     name: str
     path: str | None
@@ -75,23 +76,30 @@ def sampling_weights(
     return out
 
 
-def with_rule_share(probs: Array, is_rule: Sequence[bool], rule_share: float | None) -> Array:
-    """``probs`` with the rule bot's members fixed at ``rule_share`` in all (split evenly among them)
-    and the snapshots scaled to the rest in proportion to their weights; ``probs`` unchanged when
-    ``rule_share`` is ``None`` or the pool lacks either kind of member."""
-    rule = np.asarray(is_rule, bool)
-    if rule_share is None or not rule.any() or rule.all():
+def with_fixed_shares(probs: Array, fixed_shares: Sequence[float | None]) -> Array:
+    """``probs`` with every member whose entry of ``fixed_shares`` is a number held at that share of all
+    pool games, and the others (``None``) scaled to the rest in proportion to their weights (evenly if
+    their weights are all 0). Without a fixed member ``probs`` is returned unchanged; with only fixed
+    members their shares are normalised to sum to 1."""
+    fixed = np.array([share is not None for share in fixed_shares], bool)
+    if not fixed.any():
         return probs
-    snapshot_weights = np.where(rule, 0.0, probs)
-    total = snapshot_weights.sum()
+    shares = np.array([share if share is not None else 0.0 for share in fixed_shares], np.float64)
+    if fixed.all():
+        total_fixed = shares.sum()
+        out_fixed: Array = shares / total_fixed if total_fixed > 0 else np.full(len(shares), 1.0 / len(shares))
+        return out_fixed
+    free_weights = np.where(fixed, 0.0, probs)
+    total = free_weights.sum()
     if total <= 0:
-        snapshot_weights, total = (~rule).astype(np.float64), float((~rule).sum())
-    out: Array = np.where(rule, rule_share / rule.sum(), (1.0 - rule_share) * snapshot_weights / total)
+        free_weights, total = (~fixed).astype(np.float64), float((~fixed).sum())
+    out: Array = np.where(fixed, shares, max(1.0 - shares.sum(), 0.0) * free_weights / total)
     return out
 
 
 def prune(members: list[Member], learner_elo: float, min_elo_diff: float, pool_size: int) -> list[Member]:
-    """Drop members far below the learner and the oldest snapshots beyond ``pool_size``."""
+    """Drop members far below the learner and the oldest snapshots beyond ``pool_size`` (scripted
+    members, ``path is None``, always stay)."""
     kept = [m for m in members if m.path is None or m.elo >= learner_elo - min_elo_diff]
     snapshots = sorted((m for m in kept if m.path is not None), key=lambda m: m.step)
     fixed = [m for m in kept if m.path is None]

@@ -154,6 +154,7 @@ class RocketLeagueSession:
              f"{cfg.batch_size:,} / {cfg.ppo.minibatch_size:,} x {cfg.ppo.update_epochs} epochs"),
             ("budget",
              f"{cfg.run.total_steps:,} agent steps, checkpoint every {cfg.run.checkpoint_interval_steps:,}"),
+            ("opponents", describe_opponents(cfg)),
             ("milestones", _describe_milestones(cfg)),
             ("rewards", ", ".join(f"{k} {v:g}" for k, v in cfg.env.rewards.items())),
             *([("kickstart", describe_kickstart(cfg))] if cfg.ppo.kickstart_coef > 0 else []),
@@ -318,6 +319,21 @@ def describe_kickstart(cfg: Config) -> str:
         f"; then KL toward the policy as it was then, weight {ppo.release_kl_coef:g}" if ppo.release_kl_coef > 0 else ""
     )
     return f"toward the rule bot's action, weight {ppo.kickstart_coef:g}, {lasts}{released}"
+
+
+def describe_opponents(cfg: Config) -> str:
+    """The start-up summary's line for the opponent pool: the share of arenas and who fills it."""
+    sp = cfg.selfplay
+    staged = " (the curriculum's stages set their own share of arenas)" if cfg.curriculum.enabled else ""
+    if sp.opponent_share == 0:
+        return "self-play in every arena" + staged
+    rule_share = sp.rule_share if sp.include_rule else None
+    fixed = {"rule bot": rule_share or 0.0, "idle car": sp.idle_share}
+    who = [f"{name} {share * 100:g} %" for name, share in fixed.items() if share > 0]
+    rest = "milestones" + (" and the rule bot" if sp.include_rule and rule_share is None else "")
+    if sum(fixed.values()) < 1.0:
+        who.append(f"{rest} ({sp.sampling})" + (" the rest" if who else ""))
+    return f"a pool in {sp.opponent_share * 100:g} % of arenas: {', '.join(who)}; self-play in the others{staged}"
 
 
 def _describe_milestones(cfg: Config) -> str:
