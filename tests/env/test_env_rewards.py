@@ -12,6 +12,7 @@ from speedflip.env.rewards import (
     RewardContext,
     WeightedReward,
     aimed_touch,
+    align_ball_goal,
     face_ball,
     goal,
     touch,
@@ -163,3 +164,34 @@ def test_all_components_registered_and_bounded() -> None:
         assert value.shape == (2, 2), name
         assert value.dtype == np.float32, name
         assert np.all(np.abs(value) <= 1.0 + 1e-6), name
+
+
+def test_align_ball_goal_by_hand() -> None:
+    """The mean of cos(car->ball, own goal->car) and cos(car->ball, car->opponent goal), goals at
+    y = -+5211.25 (z = Z).
+
+    Arena 0: ball (0, 1000). Blue car (0, 0): car->ball (0, 1), own goal->car (0, 1), car->opp goal
+    (0, 1): (1 + 1) / 2 = 1. Orange car (0, 3000) is between the ball and its goal (+y): in its own view car
+    (0, -3000), ball (0, -1000), all three directions (0, 1): 1.
+    Arena 1: ball (0, -4000) near blue's goal. Blue car (0, -2000) upfield of it: car->ball (0, -1),
+    the other two (0, 1): (-1 - 1) / 2 = -1 (the own-goal position). Orange car (0, 4000): own view
+    car (0, -4000), ball (0, 4000): 1.
+    Arena 2: ball (3000, -211.25), blue car (3000, -1211.25): car->ball (0, 1); own goal->car
+    (3000, 4000) / 5000, cos 0.8; car->opp goal (-3000, 6422.5), cos 6422.5 / 7088.618 = 0.906030;
+    (0.8 + 0.906030) / 2 = 0.853015. Orange car (0, 5000): own view car (0, -5000), ball (-3000, 211.25): car->ball
+    (-3000, 5211.25) / 6013.082; own goal->car (0, 211.25) and car->opp goal (0, 10211.25) both (0, 1):
+    5211.25 / 6013.082 = 0.866652.
+    """
+    state = GameArrays.empty(num_arenas=3, num_cars=2)
+    for k, (ball, blue, orange) in enumerate(
+        [
+            ([0.0, 1000.0, Z], [0.0, 0.0, Z], [0.0, 3000.0, Z]),
+            ([0.0, -4000.0, Z], [0.0, -2000.0, Z], [0.0, 4000.0, Z]),
+            ([3000.0, -211.25, Z], [3000.0, -1211.25, Z], [0.0, 5000.0, Z]),
+        ]
+    ):
+        _set_ball(state, k, ball, [0.0, 0.0, 0.0])
+        _set_car(state, k, 0, blue, [0.0, 0.0, 0.0], [0.0, 1.0, 0.0])
+        _set_car(state, k, 1, orange, [0.0, 0.0, 0.0], [0.0, -1.0, 0.0])
+    ctx = RewardContext(state, np.array([L.BLUE, L.ORANGE]), np.zeros((3, 2), bool), np.full(3, -1))
+    np.testing.assert_allclose(align_ball_goal(ctx), [[1.0, 1.0], [-1.0, 1.0], [0.853015, 0.866652]], atol=1e-5)

@@ -185,6 +185,22 @@ def ball_goal_distance(ctx: RewardContext) -> Array:
     return _f32(np.exp(-to_opp / GOAL_DISTANCE_SCALE) - np.exp(-to_own / GOAL_DISTANCE_SCALE))
 
 
+def align_ball_goal(ctx: RewardContext) -> Array:
+    """Goal-side and lined up (-1..1): the mean of ``cos(car->ball, own goal->car)`` and
+    ``cos(car->ball, car->opponent goal)``.
+
+    The first is 1 when the car is between its own goal and the ball, the second when the ball lies on
+    the way from the car to the opponent goal; both are -1 for a car upfield of a ball near its own
+    goal, the position from which bots push the ball into their own net (docs/learning.md, seventeenth
+    session). RLGym's ``AlignBallGoal`` (defense = offense = 1) is the sum, twice this."""
+    cars, ball = ctx.own_view()
+    car_pos = cars[..., L.CAR_POS]
+    to_ball = _unit(ball[..., L.BALL_POS] - car_pos)
+    defense = np.sum(to_ball * _unit(car_pos - OWN_GOAL), axis=-1)
+    offense = np.sum(to_ball * _unit(OPPONENT_GOAL - car_pos), axis=-1)
+    return _f32((defense + offense) / 2.0)
+
+
 def in_air(ctx: RewardContext) -> Array:
     """1 while the car is airborne (not on its wheels and not demolished)."""
     cars, _ = ctx.own_view()
@@ -238,6 +254,7 @@ REWARD_COMPONENTS: dict[str, RewardFn] = {
     "velocity_ball_to_goal": velocity_ball_to_goal,
     "ball_velocity_to_own_goal": ball_velocity_to_own_goal,
     "ball_goal_distance": ball_goal_distance,
+    "align_ball_goal": align_ball_goal,
     "face_ball": face_ball,
     "in_air": in_air,
     "save_boost": save_boost,

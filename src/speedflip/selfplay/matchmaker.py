@@ -29,7 +29,7 @@ from speedflip.env.actions import ActionError
 from speedflip.env.arenas import GameArrays
 from speedflip.models.build import ActingMemory, PolicyModel
 from speedflip.selfplay.league import IDLE_PLAYER, REFERENCE_PLAYER, League, append_games
-from speedflip.selfplay.policies import IdlePolicy, NeuralPolicy, Policy, ScriptedPolicy
+from speedflip.selfplay.policies import NeuralPolicy, Policy, ScriptedPolicy, resolve_policy
 from speedflip.selfplay.pool import Member, prune, sampling_weights, with_fixed_shares
 from speedflip.selfplay.rule_policy import RulePolicy
 from speedflip.selfplay.stacked import StackedPolicies, can_stack
@@ -117,12 +117,12 @@ class Matchmaker:
                 self.members.append(Member(REFERENCE_PLAYER, None, 0, self.league.player(REFERENCE_PLAYER).rating))
                 self._policies[REFERENCE_PLAYER] = ScriptedPolicy(rules)
         if cfg.idle_share > 0:
-            neutral = np.flatnonzero(np.all(table == 0.0, axis=1))
-            if neutral.size == 0:
-                self.notes.append("the action table has no all-zero row for the idle car; it is left out of the pool")
+            try:
+                self._policies[IDLE_PLAYER] = resolve_policy(IDLE_PLAYER, obs_dim, table)
+            except ValueError as err:
+                self.notes.append(f"the idle car cannot play this action table ({err}); it is left out of the pool")
             else:
                 self.members.append(Member(IDLE_PLAYER, None, 0, self.league.player(IDLE_PLAYER).rating))
-                self._policies[IDLE_PLAYER] = IdlePolicy(int(neutral[0]))
         self.opponent = np.full(num_arenas, -1, np.int64)  # index into self.members per pool arena
         self.recent: list[float] = []  # learner scores of recent pool games
         self._pending_games: list[dict[str, Any]] = []
