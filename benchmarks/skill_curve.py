@@ -239,11 +239,19 @@ def train_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]
     }
 
 
+def run_config(run_dir: Path) -> dict[str, Any]:
+    """The run's resolved ``config.yaml`` (``{}`` when it is missing or unreadable)."""
+    try:
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    except (OSError, ValueError, yaml.YAMLError):  # ValueError: not UTF-8
+        return {}
+    return cfg if isinstance(cfg, dict) else {}
+
+
 def schedule_warnings(run_dir: Path) -> list[str]:
     """Schedules tied to ``run.total_steps`` never progress when the clock, not the budget, ends the run."""
-    try:
-        cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
-    except (OSError, ValueError):
+    cfg = run_config(run_dir)
+    if not cfg:
         return []
     out = []
     if (cfg.get("ppo") or {}).get("anneal_lr"):
@@ -419,11 +427,7 @@ def rated_milestones(run_dir: Path) -> list[BestMilestone]:
 
 def run_ship_by(run_dir: Path) -> ShipBy:
     """The run's ``selfplay.ship_by`` from its ``config.yaml`` (``elo`` for runs made before the setting)."""
-    try:
-        cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return "elo"
-    value = (cfg.get("selfplay") or {}).get("ship_by", "elo")
+    value = (run_config(run_dir).get("selfplay") or {}).get("ship_by", "elo")
     return "anchor_score" if value == "anchor_score" else "elo"
 
 

@@ -29,7 +29,7 @@ from speedflip.env.actions import ActionError
 from speedflip.env.arenas import GameArrays
 from speedflip.models.build import ActingMemory, PolicyModel
 from speedflip.selfplay.league import IDLE_PLAYER, REFERENCE_PLAYER, League, append_games
-from speedflip.selfplay.policies import NeuralPolicy, Policy, ScriptedPolicy, resolve_policy
+from speedflip.selfplay.policies import NeuralPolicy, Policy, ScriptedPolicy, idle_policy
 from speedflip.selfplay.pool import Member, prune, sampling_weights, with_fixed_shares
 from speedflip.selfplay.rule_policy import RulePolicy
 from speedflip.selfplay.stacked import StackedPolicies, can_stack
@@ -118,7 +118,7 @@ class Matchmaker:
                 self._policies[REFERENCE_PLAYER] = ScriptedPolicy(rules)
         if cfg.idle_share > 0:
             try:
-                self._policies[IDLE_PLAYER] = resolve_policy(IDLE_PLAYER, obs_dim, table)
+                self._policies[IDLE_PLAYER] = idle_policy(table)
             except ValueError as err:
                 self.notes.append(f"the idle car cannot play this action table ({err}); it is left out of the pool")
             else:

@@ -229,6 +229,15 @@ def _newest_checkpoint(path: Path, spec: str) -> Path:
     raise CheckpointError(f"'{spec}' holds no usable checkpoint{detail}")
 
 
+def idle_policy(table: Array) -> IdlePolicy:
+    """The idle car for an env acting with ``table``: it always picks the table's first all-zero row
+    (``ValueError`` when the table has none)."""
+    neutral = np.flatnonzero(np.all(table == 0.0, axis=1))
+    if neutral.size == 0:
+        raise ValueError("the action table has no all-zero row for the idle policy")
+    return IdlePolicy(int(neutral[0]))
+
+
 def resolve_policy(
     spec: str, obs_dim: int, table: Array, seed: int = 0, deterministic: bool = False, own_table: bool = False
 ) -> Policy:
@@ -245,10 +254,7 @@ def resolve_policy(
     if spec == "random":
         return RandomPolicy(num_actions, np.random.default_rng(seed))
     if spec == "idle":
-        neutral = np.flatnonzero(np.all(table == 0.0, axis=1))
-        if neutral.size == 0:
-            raise ValueError("the action table has no all-zero row for the idle policy")
-        return IdlePolicy(int(neutral[0]))
+        return idle_policy(table)
     path = find_checkpoint(spec)
     if own_table:
         return NeuralPolicy(path, obs_dim, deterministic=deterministic, seed=seed)

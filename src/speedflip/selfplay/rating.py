@@ -45,7 +45,7 @@ from speedflip.selfplay.league import (
     append_games,
 )
 from speedflip.selfplay.match import OBS_KEYS, match_env_config, play_match
-from speedflip.selfplay.policies import IdlePolicy, NeuralPolicy, Policy, ScriptedPolicy, checkpoint_meta
+from speedflip.selfplay.policies import NeuralPolicy, Policy, ScriptedPolicy, checkpoint_meta, idle_policy
 from speedflip.selfplay.rule_policy import RulePolicy
 
 ELO_SLOPE = math.log(10.0) / 400.0  # d log-odds / d Elo
@@ -183,11 +183,10 @@ def rate_milestone(
 
     table = table_from_spec(env.action_table)  # the match env's table (built from the same setting)
     opponents: list[tuple[str, Policy]] = [(REFERENCE_PLAYER, ScriptedPolicy(RulePolicy.for_table(table)))]
-    neutral = np.flatnonzero(np.all(table == 0.0, axis=1))
     notes: list[str] = []
-    if neutral.size:
-        opponents.append((IDLE_PLAYER, IdlePolicy(int(neutral[0]))))
-    else:
+    try:
+        opponents.append((IDLE_PLAYER, idle_policy(table)))
+    except ValueError:
         notes.append("the action table has no all-zero row: the idle car was left out")
     for before in earlier:
         try:
