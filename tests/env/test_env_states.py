@@ -1,15 +1,18 @@
-"""State setters: kickoff spots with the ball at rest in the centre; random states inside the field."""
+"""State setters: kickoff spots with the ball at rest in the centre; random states inside the field; the
+defensive start (``defense``)."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 import numpy as np
 import pytest
+import RocketSim as rsim
 
 from speedflip.env import layout as L
 from speedflip.env.arenas import Arenas, GameArrays
-from speedflip.env.states import STATE_SETTERS, kickoff, random_state
+from speedflip.env.states import STATE_SETTERS, defense, kickoff, random_state
 from speedflip.env.vec_env import RocketLeagueVecEnv
 
 # Rocket League's soccar kickoff spots for blue (orange: the same rotated 180 degrees about z)
@@ -144,3 +147,76 @@ def test_env_uses_setter_weights(make_env: Callable[..., RocketLeagueVecEnv]) ->
     env = make_env(num_arenas=8, blue_size=1, orange_size=1, state_setters={"kickoff": 1.0, "random": 0.0})
     env.reset()
     np.testing.assert_allclose(env.state.ball[:, 0, L.BALL_POS], [[0.0, 0.0, L.BALL_REST_Z]] * 8, atol=1e-3)
+
+
+def test_defense_puts_the_ball_near_the_main_cars_own_goal_with_the_car_upfield() -> None:
+    """1v1, 100 resets. The main car (the setter's first draw from ``rng``) has the ball between itself
+    and its own goal: ball on the floor in the car's own half 2400-4400 uu from midfield, |x| <= 3000,
+    rolling at <= 800 uu/s; car on the floor 600-2000 uu from the ball within 60 degrees of straight
+    upfield of it, facing it within 45 degrees, driving forwards at <= 1400 uu/s. The other car stands
+    still 1200+ uu from both. Both teams get to defend."""
+    arenas = Arenas(num_arenas=1, blue_size=1, orange_size=1)
+    rng = np.random.default_rng(5)
+    defended = set()
+    try:
+        for _ in range(100):
+            main = int(copy.deepcopy(rng).integers(2))
+            defense(arenas.arenas[0], arenas.cars[0], rng)
+            st = arenas.read_all()
+            ball, cars = st.ball[0, 0], st.cars[0, :, 0]
+            car, other = cars[main], cars[1 - main]
+            own = -1.0 if car[L.CAR_TEAM] == L.BLUE else 1.0  # the sign of y at the car's own goal
+            defended.add(own)
+            bx, by, bz = ball[L.BALL_POS]
+            assert bz == pytest.approx(L.BALL_REST_Z, abs=1e-3) and abs(bx) <= 3000.0 + 1e-3
+            assert 2400.0 - 1e-3 <= own * by <= 4400.0 + 1e-3
+            assert ball[L.BALL_VEL][2] == 0.0 and np.linalg.norm(ball[L.BALL_VEL]) <= 800.0 + 1e-2
+            offset = car[L.CAR_POS][:2] - ball[L.BALL_POS][:2]
+            distance = float(np.linalg.norm(offset))
+            assert 600.0 - 1e-2 <= distance <= 2000.0 + 1e-2
+            upfield = np.array([0.0, -own])
+            assert offset @ upfield / distance >= np.cos(np.radians(60.0)) - 1e-4, "upfield of the ball"
+            forward = car[L.CAR_FORWARD][:2]
+            assert forward @ (-offset) / distance >= np.cos(np.radians(45.0)) - 1e-4, "facing the ball"
+            assert car[L.CAR_POS][2] == pytest.approx(L.CAR_REST_Z, abs=1e-3)
+            speed = float(np.linalg.norm(car[L.CAR_VEL]))
+            assert speed <= 1400.0 + 1e-2 and car[L.CAR_VEL] @ car[L.CAR_FORWARD] >= speed - 1e-2
+            np.testing.assert_array_equal(other[L.CAR_VEL], 0.0)
+            for point in (car[L.CAR_POS][:2], ball[L.BALL_POS][:2]):
+                assert np.linalg.norm(other[L.CAR_POS][:2] - point) >= 1200.0 - 1e-2
+    finally:
+        arenas.close()
+    assert defended == {-1.0, 1.0}
+
+
+def test_defense_driving_straight_at_the_ball_sends_it_towards_the_own_goal() -> None:
+    """What the setup is for: from ``defense`` with the ball at rest (``ball_max_speed=0``), a car that
+    just steers at the ball at full throttle hits it within 3 s and sends it towards its own goal
+    (own * ball vy > 0) - the play that concedes own goals. 20 resets; checked per reset."""
+    arenas = Arenas(num_arenas=1, blue_size=1, orange_size=1)
+    rng = np.random.default_rng(8)
+    towards_own = 0
+    try:
+        for _ in range(20):
+            main = int(copy.deepcopy(rng).integers(2))
+            defense(arenas.arenas[0], arenas.cars[0], rng, ball_max_speed=0.0)
+            arenas.release_controls(0)
+            car = arenas.cars[0][main]
+            own = -1.0 if car.team == rsim.Team.BLUE else 1.0
+            for _tick in range(0, 360, 4):
+                st = arenas.read_all()
+                ball_vel = st.ball[0, 0, L.BALL_VEL]
+                if np.linalg.norm(ball_vel) > 50.0:  # touched
+                    towards_own += int(own * ball_vel[1] > 0.0)
+                    break
+                me = st.cars[0, main, 0]
+                to_ball = st.ball[0, 0, L.BALL_POS][:2] - me[L.CAR_POS][:2]
+                forward, right = me[L.CAR_FORWARD][:2], me[L.CAR_RIGHT][:2]
+                controls = rsim.CarControls()
+                controls.throttle = 1.0
+                controls.steer = float(np.clip(3.0 * np.arctan2(to_ball @ right, to_ball @ forward), -1.0, 1.0))
+                car.set_controls(controls)
+                arenas.arenas[0].step(4)
+    finally:
+        arenas.close()
+    assert towards_own == 20

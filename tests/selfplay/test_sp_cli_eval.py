@@ -67,6 +67,10 @@ def test_eval_run_vs_rule_then_league(tmp_path: Path, run_1v1: Path) -> None:
     # the score in each row agrees with its goals
     for r, g in zip(rows, data["games_detail"], strict=True):
         assert float(r["score_a"]) == elo.score_from_goals(int(r["goals_a"]), int(r["goals_b"])) == g["score_a"]
+    # one record of where each own goal came from, per side, agreeing with the counts
+    detail = data["own_goals_detail"]
+    assert sum(g["conceded_by_a"] for g in detail) == data["own_goals_a"]
+    assert sum(not g["conceded_by_a"] for g in detail) == data["own_goals_b"]
 
     out = _cli("league", str(run), cwd=work)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -10,8 +10,9 @@ within the side walls (|x| < 4096), the back walls (|y| < 5120), the ceiling (z 
 corner walls (|x| + |y| < 8064).
 
 Besides the kickoff and random setters there is a turtled start (every car on its roof, to learn
-recovery) and four *mechanics* setups, each built around one randomly chosen "main" car while the
-other cars wait on the ground away from the action:
+recovery), a defensive start (``defense``: the ball near one car's own goal with the car upfield of
+it, the position own goals come from) and four *mechanics* setups, each built around one randomly
+chosen "main" car while the other cars wait on the ground away from the action:
 
 - ``wall``: the main car on a side wall (wheels on the wall), the ball nearby.
 - ``air_dribble``: the main car in the air, nose up, moving towards the opponent goal, the ball on its roof.
@@ -299,6 +300,51 @@ def jump_challenge(
     _wait_on_ground(cars, main, rng, [pos[:2], ball_pos[:2]])
 
 
+def defense(
+    arena: rsim.Arena,
+    cars: list[rsim.Car],
+    rng: np.random.Generator,
+    *,
+    ball_max_speed: float = 800.0,
+    car_max_speed: float = 1400.0,
+) -> None:
+    """The ball in one car's defensive third with that car upfield of it; the other cars on the floor.
+
+    The position where bots put the ball into their own net (docs/learning.md, seventeenth session):
+    the car between the ball and midfield, facing the ball, so driving straight at it sends the ball
+    towards its own goal. To play it the car must get goal-side first (around the ball) or clear it
+    wide. Ball: on the floor, ``|x| <= 3000``, 2400..4400 uu from midfield on the main car's own half,
+    rolling at 0..``ball_max_speed`` uu/s in a random horizontal direction. Main car: 600..2000 uu
+    from the ball, in a direction within 60 degrees of straight upfield (towards the opponent goal),
+    facing the ball within 45 degrees, driving along its heading at 0..``car_max_speed`` uu/s, boost
+    0..100. Every other car stands still on the floor at least 1200 uu from both.
+    """
+    main = int(rng.integers(len(cars)))
+    car = cars[main]
+    own = -1.0 if car.team == rsim.Team.BLUE else 1.0  # the sign of y at the main car's own goal
+    ball_xy = np.array([rng.uniform(-3000.0, 3000.0), own * rng.uniform(2400.0, 4400.0)])
+    for _ in range(100):  # keep the car inside the field (walls and corners, 300 uu margin)
+        angle = -own * np.pi / 2 + float(rng.uniform(-np.pi / 3, np.pi / 3))  # around straight upfield
+        car_xy = ball_xy + float(rng.uniform(600.0, 2000.0)) * np.array([np.cos(angle), np.sin(angle)])
+        x, y = float(car_xy[0]), float(car_xy[1])
+        if abs(x) < L.SIDE_WALL_X - 300.0 and abs(y) < L.BACK_WALL_Y - 300.0 and abs(x) + abs(y) < L.CORNER_SUM - 450.0:
+            break
+    else:  # never in practice: straight upfield from any ball spot fits
+        car_xy = ball_xy + np.array([0.0, -own * 600.0])
+    to_ball = ball_xy - car_xy
+    yaw = float(np.arctan2(to_ball[1], to_ball[0]) + rng.uniform(-np.pi / 4, np.pi / 4))
+    heading = np.array([np.cos(yaw), np.sin(yaw), 0.0])
+    speed = float(rng.uniform(0.0, car_max_speed))
+    pos = np.array([car_xy[0], car_xy[1], L.CAR_REST_Z])
+    rot = rsim.Angle(yaw, 0.0, 0.0).as_rot_mat()
+    _set_car(car, pos, rot, heading * speed, float(rng.uniform(0.0, 100.0)), on_ground=True)
+    direction = float(rng.uniform(-np.pi, np.pi))
+    ball_speed = float(rng.uniform(0.0, ball_max_speed))
+    ball_vel = ball_speed * np.array([np.cos(direction), np.sin(direction), 0.0])
+    _set_ball(arena, np.array([*ball_xy, L.BALL_REST_Z]), ball_vel)
+    _wait_on_ground(cars, main, rng, [car_xy, ball_xy])
+
+
 # ---------------------------------------------------------------------- helpers
 def _inside_field(rng: np.random.Generator, margin: float, max_abs_y: float) -> tuple[float, float]:
     """A random (x, y) inside the field: within the side and back walls and inside the 45-degree
@@ -432,6 +478,7 @@ STATE_SETTERS: dict[str, StateSetter] = {
     "air_dribble": air_dribble,
     "flip_reset": flip_reset,
     "jump_challenge": jump_challenge,
+    "defense": defense,
 }
 
 _check_matches_registry(STATE_SETTERS)

@@ -15,7 +15,15 @@ from speedflip.jsonsafe import dumps
 from speedflip.selfplay.best import best_checkpoint, read_best
 from speedflip.selfplay.league import FIXED_RATINGS, League, append_games
 from speedflip.selfplay.league import Player as LeaguePlayer
-from speedflip.selfplay.match import OBS_KEYS, OBSERVATION_KEYS, Player, match_env_config, play_match, summarize
+from speedflip.selfplay.match import (
+    OBS_KEYS,
+    OBSERVATION_KEYS,
+    OwnGoal,
+    Player,
+    match_env_config,
+    play_match,
+    summarize,
+)
 from speedflip.selfplay.matchmaker import LEARNER
 from speedflip.selfplay.policies import NeuralPolicy, find_checkpoint, resolve_policy
 from speedflip.selfplay.userbot import UserBotPolicy
@@ -123,10 +131,12 @@ def run_eval(
             shipped = shipped_note(spec)
             if shipped:
                 console.print(shipped, soft_wrap=True)
-        results = play_match(env, policy_a, policy_b, game_seconds)
+        own_goal_log: list[OwnGoal] = []
+        results = play_match(env, policy_a, policy_b, game_seconds, own_goal_log=own_goal_log)
     finally:
         env.close()
     summary = summarize(results)
+    upfield = [sum(g.car_upfield for g in own_goal_log if g.conceded_by_a == by_a) for by_a in (True, False)]
 
     league = League.load(league_dir_for(spec_a, league_path))
     if league.recovery_note:
@@ -161,6 +171,7 @@ def run_eval(
     )
     table.add_row("goals", str(summary.goals_a), str(summary.goals_b))
     table.add_row("own goals (conceded off the own last touch)", str(summary.own_goals_a), str(summary.own_goals_b))
+    table.add_row("  of them touched last from upfield of the ball", str(upfield[0]), str(upfield[1]))
     table.add_row("shots", str(summary.shots_a), str(summary.shots_b))
     table.add_row("saves", str(summary.saves_a), str(summary.saves_b))
     table.add_row("touches", str(summary.touches_a), str(summary.touches_b))
@@ -178,6 +189,7 @@ def run_eval(
             "elo_a": after[0],
             "elo_b": after[1],
             "games_detail": [r.as_dict() for r in results],
+            "own_goals_detail": [g.as_dict() for g in own_goal_log],
         }
         Path(json_path).write_text(dumps(payload, indent=2))
     return 0

@@ -59,6 +59,35 @@ class GameResult:
         return {**asdict(self), "score_a": self.score_a}
 
 
+@dataclass(frozen=True)
+class OwnGoal:
+    """Where one own goal came from: the conceding team's last touch before it.
+
+    Positions are in the conceding team's frame (its own goal at -y; orange's are rotated 180 degrees
+    about z), read at the start of the step in which the touch came (one decision, ``tick_skip`` ticks,
+    before it): ``car_y > ball_y`` means the touching car came at the ball from upfield (further from
+    its own goal), the position most own goals come from (docs/learning.md, seventeenth session).
+    Times count from the kickoff that started the play.
+    """
+
+    game: int
+    conceded_by_a: bool
+    goal_seconds: float  # the goal, seconds after the kickoff
+    touch_seconds: float  # the conceding team's last touch, seconds after the kickoff
+    ball_x: float  # uu, before the touch
+    ball_y: float
+    car_x: float  # uu, the touching car before the touch
+    car_y: float
+
+    @property
+    def car_upfield(self) -> bool:
+        """The car was further from its own goal than the ball when it touched it last."""
+        return self.car_y > self.ball_y
+
+    def as_dict(self) -> dict[str, object]:
+        return {**asdict(self), "car_upfield": self.car_upfield}
+
+
 @dataclass
 class MatchSummary:
     """Totals over a match: wins/draws/losses of A with a 95% interval of A's score rate.
@@ -219,7 +248,11 @@ def reset_ended(ended: Array, *players: Player) -> None:
 
 
 def play_match(
-    env: RocketLeagueVecEnv, policy_a: Player, policy_b: Player | Sequence[Player], game_seconds: float = 120.0
+    env: RocketLeagueVecEnv,
+    policy_a: Player,
+    policy_b: Player | Sequence[Player],
+    game_seconds: float = 120.0,
+    own_goal_log: list[OwnGoal] | None = None,
 ) -> list[GameResult]:
     """Play one game per arena of ``env`` (built with :func:`match_env_config`); each player acts in its
     own lookup table (see the module docstring).
@@ -229,6 +262,7 @@ def play_match(
 
     An **own goal** is a goal whose last touch (in the scoring step or before it, since the kickoff) came
     from the conceding team alone; a step in which both teams touched the ball counts for neither.
+    Given ``own_goal_log``, one :class:`OwnGoal` per own goal is appended to it (in order of time).
     """
     K, C = env.num_arenas, env.num_cars
     opponents: list[Player] = list(policy_b) if isinstance(policy_b, Sequence) else [policy_b] * K
@@ -247,11 +281,18 @@ def play_match(
     touches = np.zeros((K, C), np.int64)
     own_goals = np.zeros((K, 2), np.int64)  # [K, team]: goals the team conceded off its own last touch
     last_touch_team = np.full(K, -1, np.int64)  # -1: nobody since the kickoff, or both teams in one step
+    steps_since_kickoff = np.zeros(K, np.int64)
+    # each team's last touch since the kickoff: its step and [ball x, y, car x, y] before it, world frame
+    team_touch_step = np.full((K, 2), -1, np.int64)
+    team_touch = np.zeros((K, 2, 4), np.float64)
     obs = env.reset()
     start_stats = _car_stats(env)
     steps = math.ceil(game_seconds * L.TICK_RATE / env.cfg.tick_skip)
     for _ in range(steps):
         actions, custom = step_inputs(env, obs, sides)
+        if own_goal_log is not None:  # where ball and cars are before the step (a goal resets the arena in it)
+            ball_xy = env.arenas.state.ball[:, 0, L.BALL_POS][:, :2].copy()
+            car_xy = env.arenas.state.cars[:, :, 0, L.CAR_POS][:, :, :2].copy()
         result = env.step(actions, custom)
         reset_ended(result.terminated | result.truncated, policy_a, *distinct)
         rewards = result.rewards.reshape(K, C)[:, 0]  # car 0 is blue: +1 blue goal, -1 orange goal
@@ -261,9 +302,35 @@ def play_match(
         assert goal_team is not None and touched is not None  # RocketLeagueVecEnv.step reports both
         touches += touched
         last_touch_team = update_last_touch_team(last_touch_team, touched, car_is_blue)
+        steps_since_kickoff += 1
+        if own_goal_log is not None:
+            _record_team_touches(
+                ball_xy, car_xy, touched, car_is_blue, steps_since_kickoff, team_touch_step, team_touch
+            )
         own = (goal_team >= 0) & (last_touch_team == 1 - goal_team)  # last touched by the conceding team
         own_goals[own, 1 - goal_team[own]] += 1
-        last_touch_team[(result.terminated | result.truncated).reshape(K, C)[:, 0]] = -1
+        if own_goal_log is not None:
+            step_seconds = env.cfg.tick_skip / L.TICK_RATE
+            for k in np.flatnonzero(own):
+                team = 1 - int(goal_team[k])
+                sign = 1.0 if team == L.BLUE else -1.0  # into the conceding team's frame
+                ball_x, ball_y, car_x, car_y = team_touch[k, team]
+                own_goal_log.append(
+                    OwnGoal(
+                        game=int(k),
+                        conceded_by_a=bool(a_is_blue[k] == (team == L.BLUE)),
+                        goal_seconds=float(steps_since_kickoff[k] * step_seconds),
+                        touch_seconds=float(team_touch_step[k, team] * step_seconds),
+                        ball_x=float(sign * ball_x),
+                        ball_y=float(sign * ball_y),
+                        car_x=float(sign * car_x),
+                        car_y=float(sign * car_y),
+                    )
+                )
+        ended_arenas = (result.terminated | result.truncated).reshape(K, C)[:, 0]
+        last_touch_team[ended_arenas] = -1
+        steps_since_kickoff[ended_arenas] = 0
+        team_touch_step[ended_arenas] = -1
         obs = result.obs
     stats = _car_stats(env) - start_stats  # [K, C, 2] shots, saves
     seconds = steps * env.cfg.tick_skip / L.TICK_RATE
@@ -290,6 +357,26 @@ def play_match(
             )
         )
     return results
+
+
+def _record_team_touches(
+    ball_xy: Array,
+    car_xy: Array,
+    touched: Array,
+    car_is_blue: Array,
+    steps_since_kickoff: Array,
+    team_touch_step: Array,
+    team_touch: Array,
+) -> None:
+    """Write each team's touch of this step into ``team_touch_step`` / ``team_touch`` (in place): the
+    step since the kickoff and [ball x, y, touching car x, y] from before the step (``ball_xy`` ``[K, 2]``,
+    ``car_xy`` ``[K, C, 2]``, world frame; the first touching car of a team when two touched at once)."""
+    for team, on_team in ((L.BLUE, car_is_blue), (L.ORANGE, ~car_is_blue)):
+        team_touched = touched & on_team[None, :]
+        for k in np.flatnonzero(team_touched.any(axis=1)):
+            car = int(np.flatnonzero(team_touched[k])[0])
+            team_touch_step[k, team] = steps_since_kickoff[k]
+            team_touch[k, team] = (*ball_xy[k], *car_xy[k, car])
 
 
 def update_last_touch_team(last_touch_team: Array, touched: Array, car_is_blue: Array) -> Array:
