@@ -326,8 +326,7 @@ def defense(
     for _ in range(100):  # keep the car inside the field (walls and corners, 300 uu margin)
         angle = -own * np.pi / 2 + float(rng.uniform(-np.pi / 3, np.pi / 3))  # around straight upfield
         car_xy = ball_xy + float(rng.uniform(600.0, 2000.0)) * np.array([np.cos(angle), np.sin(angle)])
-        x, y = float(car_xy[0]), float(car_xy[1])
-        if abs(x) < L.SIDE_WALL_X - 300.0 and abs(y) < L.BACK_WALL_Y - 300.0 and abs(x) + abs(y) < L.CORNER_SUM - 450.0:
+        if _within_field(float(car_xy[0]), float(car_xy[1]), 300.0, L.BACK_WALL_Y - 300.0):
             break
     else:  # never in practice: straight upfield from any ball spot fits
         car_xy = ball_xy + np.array([0.0, -own * 600.0])
@@ -352,8 +351,14 @@ def _inside_field(rng: np.random.Generator, margin: float, max_abs_y: float) -> 
     while True:
         x = float(rng.uniform(-L.SIDE_WALL_X + margin, L.SIDE_WALL_X - margin))
         y = float(rng.uniform(-max_abs_y, max_abs_y))
-        if abs(x) + abs(y) <= L.CORNER_SUM - margin * 1.5:
+        if _within_field(x, y, margin, max_abs_y):
             return x, y
+
+
+def _within_field(x: float, y: float, margin: float, max_abs_y: float) -> bool:
+    """(x, y) lies ``margin`` inside the side walls and the corner walls (``1.5 * margin`` from those)
+    and within ``|y| <= max_abs_y``."""
+    return abs(x) <= L.SIDE_WALL_X - margin and abs(y) <= max_abs_y and abs(x) + abs(y) <= L.CORNER_SUM - margin * 1.5
 
 
 def _spread_xy(

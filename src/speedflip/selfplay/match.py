@@ -288,6 +288,7 @@ def play_match(
     obs = env.reset()
     start_stats = _car_stats(env)
     steps = math.ceil(game_seconds * L.TICK_RATE / env.cfg.tick_skip)
+    step_seconds = env.cfg.tick_skip / L.TICK_RATE
     for _ in range(steps):
         actions, custom = step_inputs(env, obs, sides)
         if own_goal_log is not None:  # where ball and cars are before the step (a goal resets the arena in it)
@@ -310,7 +311,6 @@ def play_match(
         own = (goal_team >= 0) & (last_touch_team == 1 - goal_team)  # last touched by the conceding team
         own_goals[own, 1 - goal_team[own]] += 1
         if own_goal_log is not None:
-            step_seconds = env.cfg.tick_skip / L.TICK_RATE
             for k in np.flatnonzero(own):
                 team = 1 - int(goal_team[k])
                 sign = 1.0 if team == L.BLUE else -1.0  # into the conceding team's frame
