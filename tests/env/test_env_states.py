@@ -1,10 +1,11 @@
 """State setters: kickoff spots with the ball at rest in the centre; random states inside the field; the
-defensive start (``defense``)."""
+defensive start (``defense``) and its mirror (``attack``)."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import RocketSim as rsim
 
 from speedflip.env import layout as L
 from speedflip.env.arenas import Arenas, GameArrays
-from speedflip.env.states import STATE_SETTERS, defense, kickoff, random_state
+from speedflip.env.states import STATE_SETTERS, StateSetter, attack, defense, kickoff, random_state
 from speedflip.env.vec_env import RocketLeagueVecEnv
 
 # Rocket League's soccar kickoff spots for blue (orange: the same rotated 180 degrees about z)
@@ -191,23 +192,104 @@ def test_defense_puts_the_ball_near_the_main_cars_own_goal_with_the_car_upfield(
 
 def test_defense_driving_straight_at_the_ball_sends_it_towards_the_own_goal() -> None:
     """What the setup is for: from ``defense`` with the ball at rest (``ball_max_speed=0``), a car that
-    just steers at the ball at full throttle hits it within 3 s and sends it towards its own goal
-    (own * ball vy > 0) - the play that concedes own goals. 20 resets; checked per reset."""
+    just steers at the ball at full throttle hits it within 3 s and sends it towards its own goal - the
+    play that concedes own goals. 20 resets; checked per reset."""
+    directions = _first_touch_directions(partial(defense, ball_max_speed=0.0), seed=8)
+    assert all(d > 0.0 for d in directions), directions
+
+
+def test_attack_puts_the_ball_near_the_opponent_goal_with_the_car_behind_it() -> None:
+    """1v1, 100 resets: ``defense`` turned round. The main car (the setter's first draw from ``rng``)
+    has the ball between itself and the opponent goal: ball on the floor in the opponent half 2400-4400
+    uu from midfield, |x| <= 3000, rolling at <= 800 uu/s; car on the floor 600-2000 uu from the ball
+    within 60 degrees of straight back towards midfield, facing it within 45 degrees, driving forwards
+    at <= 1400 uu/s. The other car either stands still on its goal line (|x| <= 700, |y| = 4900)
+    facing midfield - in about half the resets (``defender_in_goal_fraction=0.5``) - or stands still
+    1200+ uu from car and ball. Both teams get to attack."""
     arenas = Arenas(num_arenas=1, blue_size=1, orange_size=1)
-    rng = np.random.default_rng(8)
-    towards_own = 0
+    rng = np.random.default_rng(6)
+    attacked, in_goal = set(), 0
     try:
-        for _ in range(20):
+        for _ in range(100):
             main = int(copy.deepcopy(rng).integers(2))
-            defense(arenas.arenas[0], arenas.cars[0], rng, ball_max_speed=0.0)
+            attack(arenas.arenas[0], arenas.cars[0], rng)
+            st = arenas.read_all()
+            ball, cars = st.ball[0, 0], st.cars[0, :, 0]
+            car, other = cars[main], cars[1 - main]
+            own = -1.0 if car[L.CAR_TEAM] == L.BLUE else 1.0  # the sign of y at the car's own goal
+            attacked.add(own)
+            bx, by, bz = ball[L.BALL_POS]
+            assert bz == pytest.approx(L.BALL_REST_Z, abs=1e-3) and abs(bx) <= 3000.0 + 1e-3
+            assert 2400.0 - 1e-3 <= -own * by <= 4400.0 + 1e-3, "in the opponent half"
+            assert ball[L.BALL_VEL][2] == 0.0 and np.linalg.norm(ball[L.BALL_VEL]) <= 800.0 + 1e-2
+            offset = car[L.CAR_POS][:2] - ball[L.BALL_POS][:2]
+            distance = float(np.linalg.norm(offset))
+            assert 600.0 - 1e-2 <= distance <= 2000.0 + 1e-2
+            to_midfield = np.array([0.0, own])
+            assert offset @ to_midfield / distance >= np.cos(np.radians(60.0)) - 1e-4, "behind the ball"
+            forward = car[L.CAR_FORWARD][:2]
+            assert forward @ (-offset) / distance >= np.cos(np.radians(45.0)) - 1e-4, "facing the ball"
+            speed = float(np.linalg.norm(car[L.CAR_VEL]))
+            assert speed <= 1400.0 + 1e-2 and car[L.CAR_VEL] @ car[L.CAR_FORWARD] >= speed - 1e-2
+            np.testing.assert_array_equal(other[L.CAR_VEL], 0.0)
+            ox, oy = other[L.CAR_POS][:2]
+            if abs(oy) == pytest.approx(4900.0, abs=1e-2):
+                in_goal += 1
+                assert oy == pytest.approx(-own * 4900.0, abs=1e-2) and abs(ox) <= 700.0 + 1e-3, "its own goal"
+                assert other[L.CAR_FORWARD][:2] @ np.array([0.0, own]) == pytest.approx(1.0, abs=1e-4)
+            else:
+                for point in (car[L.CAR_POS][:2], ball[L.BALL_POS][:2]):
+                    assert np.linalg.norm(other[L.CAR_POS][:2] - point) >= 1200.0 - 1e-2
+    finally:
+        arenas.close()
+    assert attacked == {-1.0, 1.0}
+    assert 35 <= in_goal <= 65  # binomial(100, 0.5): outside this range about 1 time in 400
+
+
+def test_attack_defender_in_goal_fraction_bounds() -> None:
+    """``defender_in_goal_fraction`` 1 puts the defender on its goal line every time, 0 never."""
+    arenas = Arenas(num_arenas=1, blue_size=1, orange_size=1)
+    rng = np.random.default_rng(7)
+    try:
+        for fraction, expected in ((1.0, True), (0.0, False)):
+            for _ in range(20):
+                main = int(copy.deepcopy(rng).integers(2))
+                attack(arenas.arenas[0], arenas.cars[0], rng, defender_in_goal_fraction=fraction)
+                other_y = arenas.read_all().cars[0, 1 - main, 0, L.CAR_POS][1]
+                assert bool(abs(other_y) == pytest.approx(4900.0, abs=1e-2)) is expected
+    finally:
+        arenas.close()
+
+
+def test_attack_driving_straight_at_the_ball_sends_it_towards_the_opponent_goal() -> None:
+    """What the setup is for: from ``attack`` with the ball at rest and no defender, a car that just
+    steers at the ball at full throttle hits it within 3 s and sends it towards the opponent goal - the
+    chance the drill gives. 20 resets; checked per reset."""
+    setter = partial(attack, ball_max_speed=0.0, defender_in_goal_fraction=0.0)
+    directions = _first_touch_directions(setter, seed=9)
+    assert all(d < 0.0 for d in directions), directions
+
+
+def _first_touch_directions(setter: StateSetter, seed: int, resets: int = 20) -> list[float]:
+    """From ``resets`` resets of ``setter`` (1v1), a car that just steers at the ball at full throttle
+    (the setter's main car, its first draw from the rng): per reset, ``own * ball vy`` right after its
+    first touch within 3 s (> 0: towards its own goal, < 0: towards the opponent goal; 0: no touch)."""
+    arenas = Arenas(num_arenas=1, blue_size=1, orange_size=1)
+    rng = np.random.default_rng(seed)
+    directions = []
+    try:
+        for _ in range(resets):
+            main = int(copy.deepcopy(rng).integers(2))
+            setter(arenas.arenas[0], arenas.cars[0], rng)
             arenas.release_controls(0)
             car = arenas.cars[0][main]
             own = -1.0 if car.team == rsim.Team.BLUE else 1.0
+            direction = 0.0
             for _tick in range(0, 360, 4):
                 st = arenas.read_all()
                 ball_vel = st.ball[0, 0, L.BALL_VEL]
                 if np.linalg.norm(ball_vel) > 50.0:  # touched
-                    towards_own += int(own * ball_vel[1] > 0.0)
+                    direction = float(own * ball_vel[1])
                     break
                 me = st.cars[0, main, 0]
                 to_ball = st.ball[0, 0, L.BALL_POS][:2] - me[L.CAR_POS][:2]
@@ -217,6 +299,7 @@ def test_defense_driving_straight_at_the_ball_sends_it_towards_the_own_goal() ->
                 controls.steer = float(np.clip(3.0 * np.arctan2(to_ball @ right, to_ball @ forward), -1.0, 1.0))
                 car.set_controls(controls)
                 arenas.arenas[0].step(4)
+            directions.append(direction)
     finally:
         arenas.close()
-    assert towards_own == 20
+    return directions

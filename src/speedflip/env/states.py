@@ -11,8 +11,10 @@ corner walls (|x| + |y| < 8064).
 
 Besides the kickoff and random setters there is a turtled start (every car on its roof, to learn
 recovery), a defensive start (``defense``: the ball near one car's own goal with the car upfield of
-it, the position own goals come from) and four *mechanics* setups, each built around one randomly
-chosen "main" car while the other cars wait on the ground away from the action:
+it, the position own goals come from), its mirror (``attack``: the ball near the opponent goal with
+the car behind it, a chance to finish, a defender on its goal line half the time) and four
+*mechanics* setups, each built around one randomly chosen "main" car while the other cars wait on
+the ground away from the action:
 
 - ``wall``: the main car on a side wall (wheels on the wall), the ball nearby.
 - ``air_dribble``: the main car in the air, nose up, moving towards the opponent goal, the ball on its roof.
@@ -48,6 +50,7 @@ KICKOFF_SPOTS = np.array(rsim.RLConst.CAR_SPAWN_LOCATIONS_SOCCAR, np.float64)  #
 WALL_CAR_Z = (500.0, 1500.0)  # the flat part of the side walls, above the ramp and below the ceiling curve
 WALL_MAX_ABS_Y = 2800.0  # ... and away from the corner walls
 OTHER_CARS_MIN_DISTANCE = 1200.0  # uu (horizontal) between a setup's main car/ball and the waiting cars
+GOAL_LINE_KEEPER_Y = 4900.0  # uu from midfield: a car standing in front of its goal line (|y| 5120), in the mouth
 
 
 def kickoff(arena: rsim.Arena, cars: list[rsim.Car], rng: np.random.Generator) -> None:
@@ -189,7 +192,7 @@ def wall(
         ]
     )
     _set_ball(arena, ball_pos, _random_vector(rng, 500.0, min_norm=50.0))
-    _wait_on_ground(cars, main, rng, [pos[:2], ball_pos[:2]])
+    _wait_on_ground(cars, [main], rng, [pos[:2], ball_pos[:2]])
 
 
 def air_dribble(
@@ -227,7 +230,7 @@ def air_dribble(
     centre = pos + forward * float(config.hitbox_pos_offset.x)
     ball_pos = centre + up * (_roof_height(car) + L.BALL_RADIUS + float(rng.uniform(0.0, 10.0)))
     _set_ball(arena, ball_pos, ball_vel)
-    _wait_on_ground(cars, main, rng, [pos[:2], ball_pos[:2]])
+    _wait_on_ground(cars, [main], rng, [pos[:2], ball_pos[:2]])
 
 
 def flip_reset(
@@ -265,7 +268,7 @@ def flip_reset(
     vel = ball_vel - d * float(rng.uniform(300.0, 900.0))
     _set_car(car, pos, rot, vel, float(rng.uniform(0.0, 100.0)), on_ground=False, flip_used=True)
     _set_ball(arena, ball_pos, ball_vel)
-    _wait_on_ground(cars, main, rng, [pos[:2], ball_pos[:2]])
+    _wait_on_ground(cars, [main], rng, [pos[:2], ball_pos[:2]])
 
 
 def jump_challenge(
@@ -297,7 +300,7 @@ def jump_challenge(
     ball_pos = np.array([xy[0] + offset[0], xy[1] + offset[1], float(rng.uniform(low, high))])
     drift = _random_vector(rng, 150.0)
     _set_ball(arena, ball_pos, np.array([drift[0], drift[1], rng.uniform(1.0, 300.0)]))
-    _wait_on_ground(cars, main, rng, [pos[:2], ball_pos[:2]])
+    _wait_on_ground(cars, [main], rng, [pos[:2], ball_pos[:2]])
 
 
 def defense(
@@ -319,17 +322,68 @@ def defense(
     facing the ball within 45 degrees, driving along its heading at 0..``car_max_speed`` uu/s, boost
     0..100. Every other car stands still on the floor at least 1200 uu from both.
     """
+    main, car_xy, ball_xy = _ball_in_third(arena, cars, rng, True, ball_max_speed, car_max_speed)
+    _wait_on_ground(cars, [main], rng, [car_xy, ball_xy])
+
+
+def attack(
+    arena: rsim.Arena,
+    cars: list[rsim.Car],
+    rng: np.random.Generator,
+    *,
+    ball_max_speed: float = 800.0,
+    car_max_speed: float = 1400.0,
+    defender_in_goal_fraction: float = 0.5,
+) -> None:
+    """The ball in one car's attacking third with that car behind it: a chance to finish.
+
+    ``defense`` turned round (docs/learning.md, nineteenth session: bots keep the ball in the attacking
+    half for most of a 0-0 game without scoring, against idle and the goalie). Ball: on the floor,
+    ``|x| <= 3000``, 2400..4400 uu from midfield on the opponent half, rolling at 0..``ball_max_speed``
+    uu/s in a random horizontal direction. Main car: 600..2000 uu from the ball, in a direction within
+    60 degrees of straight back towards midfield, facing the ball within 45 degrees, driving along its
+    heading at 0..``car_max_speed`` uu/s, boost 0..100. In a ``defender_in_goal_fraction`` of the
+    resets one car of the other team stands still on its goal line (``|x| <= 700``, 4900 uu from
+    midfield) facing the field, so the drill is a save for it; every other car stands still on the
+    floor at least 1200 uu from the ball and the cars already placed.
+    """
+    main, car_xy, ball_xy = _ball_in_third(arena, cars, rng, False, ball_max_speed, car_max_speed)
+    placed, avoid = [main], [car_xy, ball_xy]
+    defenders = [i for i, c in enumerate(cars) if c.team != cars[main].team]
+    if defenders and rng.uniform() < defender_in_goal_fraction:
+        keeper = defenders[int(rng.integers(len(defenders)))]
+        goal = -1.0 if cars[keeper].team == rsim.Team.BLUE else 1.0  # the sign of y at its own goal
+        xy = np.array([rng.uniform(-700.0, 700.0), goal * GOAL_LINE_KEEPER_Y])
+        rot = rsim.Angle(-goal * np.pi / 2, 0.0, 0.0).as_rot_mat()  # facing midfield
+        pos = np.array([xy[0], xy[1], L.CAR_REST_Z])
+        _set_car(cars[keeper], pos, rot, np.zeros(3), float(rng.uniform(0.0, 100.0)), on_ground=True)
+        placed.append(keeper)
+        avoid.append(xy)
+    _wait_on_ground(cars, placed, rng, avoid)
+
+
+def _ball_in_third(
+    arena: rsim.Arena,
+    cars: list[rsim.Car],
+    rng: np.random.Generator,
+    own_third: bool,
+    ball_max_speed: float,
+    car_max_speed: float,
+) -> tuple[int, Array, Array]:
+    """Place the ball in a random car's own (``own_third``) or attacking third and that car on the
+    midfield side of it, facing it (see :func:`defense` and :func:`attack`); ``(main, car_xy, ball_xy)``."""
     main = int(rng.integers(len(cars)))
     car = cars[main]
     own = -1.0 if car.team == rsim.Team.BLUE else 1.0  # the sign of y at the main car's own goal
-    ball_xy = np.array([rng.uniform(-3000.0, 3000.0), own * rng.uniform(2400.0, 4400.0)])
+    end = own if own_third else -own  # the sign of y at the end the ball is placed in
+    ball_xy = np.array([rng.uniform(-3000.0, 3000.0), end * rng.uniform(2400.0, 4400.0)])
     for _ in range(100):  # keep the car inside the field (walls and corners, 300 uu margin)
-        angle = -own * np.pi / 2 + float(rng.uniform(-np.pi / 3, np.pi / 3))  # around straight upfield
+        angle = -end * np.pi / 2 + float(rng.uniform(-np.pi / 3, np.pi / 3))  # around straight to midfield
         car_xy = ball_xy + float(rng.uniform(600.0, 2000.0)) * np.array([np.cos(angle), np.sin(angle)])
         if _within_field(float(car_xy[0]), float(car_xy[1]), 300.0, L.BACK_WALL_Y - 300.0):
             break
-    else:  # never in practice: straight upfield from any ball spot fits
-        car_xy = ball_xy + np.array([0.0, -own * 600.0])
+    else:  # never in practice: straight to midfield from any ball spot fits
+        car_xy = ball_xy + np.array([0.0, -end * 600.0])
     to_ball = ball_xy - car_xy
     yaw = float(np.arctan2(to_ball[1], to_ball[0]) + rng.uniform(-np.pi / 4, np.pi / 4))
     heading = np.array([np.cos(yaw), np.sin(yaw), 0.0])
@@ -341,7 +395,7 @@ def defense(
     ball_speed = float(rng.uniform(0.0, ball_max_speed))
     ball_vel = ball_speed * np.array([np.cos(direction), np.sin(direction), 0.0])
     _set_ball(arena, np.array([*ball_xy, L.BALL_REST_Z]), ball_vel)
-    _wait_on_ground(cars, main, rng, [car_xy, ball_xy])
+    return main, car_xy, ball_xy
 
 
 # ---------------------------------------------------------------------- helpers
@@ -376,11 +430,11 @@ def _spread_xy(
     return best
 
 
-def _wait_on_ground(cars: list[rsim.Car], main: int, rng: np.random.Generator, avoid: list[Array]) -> None:
-    """Every car but ``main`` stands still on the floor, facing a random way, away from ``avoid``."""
+def _wait_on_ground(cars: list[rsim.Car], placed: list[int], rng: np.random.Generator, avoid: list[Array]) -> None:
+    """Every car not in ``placed`` stands still on the floor, facing a random way, away from ``avoid``."""
     taken = list(avoid)
     for index, car in enumerate(cars):
-        if index == main:
+        if index in placed:
             continue
         xy = _spread_xy(rng, 400.0, L.BACK_WALL_Y - 400.0, taken, OTHER_CARS_MIN_DISTANCE)
         taken.append(xy)
@@ -484,6 +538,7 @@ STATE_SETTERS: dict[str, StateSetter] = {
     "flip_reset": flip_reset,
     "jump_challenge": jump_challenge,
     "defense": defense,
+    "attack": attack,
 }
 
 _check_matches_registry(STATE_SETTERS)
