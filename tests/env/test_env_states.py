@@ -168,20 +168,7 @@ def test_defense_puts_the_ball_near_the_main_cars_own_goal_with_the_car_upfield(
             car, other = cars[main], cars[1 - main]
             own = -1.0 if car[L.CAR_TEAM] == L.BLUE else 1.0  # the sign of y at the car's own goal
             defended.add(own)
-            bx, by, bz = ball[L.BALL_POS]
-            assert bz == pytest.approx(L.BALL_REST_Z, abs=1e-3) and abs(bx) <= 3000.0 + 1e-3
-            assert 2400.0 - 1e-3 <= own * by <= 4400.0 + 1e-3
-            assert ball[L.BALL_VEL][2] == 0.0 and np.linalg.norm(ball[L.BALL_VEL]) <= 800.0 + 1e-2
-            offset = car[L.CAR_POS][:2] - ball[L.BALL_POS][:2]
-            distance = float(np.linalg.norm(offset))
-            assert 600.0 - 1e-2 <= distance <= 2000.0 + 1e-2
-            upfield = np.array([0.0, -own])
-            assert offset @ upfield / distance >= np.cos(np.radians(60.0)) - 1e-4, "upfield of the ball"
-            forward = car[L.CAR_FORWARD][:2]
-            assert forward @ (-offset) / distance >= np.cos(np.radians(45.0)) - 1e-4, "facing the ball"
-            assert car[L.CAR_POS][2] == pytest.approx(L.CAR_REST_Z, abs=1e-3)
-            speed = float(np.linalg.norm(car[L.CAR_VEL]))
-            assert speed <= 1400.0 + 1e-2 and car[L.CAR_VEL] @ car[L.CAR_FORWARD] >= speed - 1e-2
+            _assert_ball_in_third_car_facing_it(ball, car, end=own)
             np.testing.assert_array_equal(other[L.CAR_VEL], 0.0)
             for point in (car[L.CAR_POS][:2], ball[L.BALL_POS][:2]):
                 assert np.linalg.norm(other[L.CAR_POS][:2] - point) >= 1200.0 - 1e-2
@@ -218,19 +205,7 @@ def test_attack_puts_the_ball_near_the_opponent_goal_with_the_car_behind_it() ->
             car, other = cars[main], cars[1 - main]
             own = -1.0 if car[L.CAR_TEAM] == L.BLUE else 1.0  # the sign of y at the car's own goal
             attacked.add(own)
-            bx, by, bz = ball[L.BALL_POS]
-            assert bz == pytest.approx(L.BALL_REST_Z, abs=1e-3) and abs(bx) <= 3000.0 + 1e-3
-            assert 2400.0 - 1e-3 <= -own * by <= 4400.0 + 1e-3, "in the opponent half"
-            assert ball[L.BALL_VEL][2] == 0.0 and np.linalg.norm(ball[L.BALL_VEL]) <= 800.0 + 1e-2
-            offset = car[L.CAR_POS][:2] - ball[L.BALL_POS][:2]
-            distance = float(np.linalg.norm(offset))
-            assert 600.0 - 1e-2 <= distance <= 2000.0 + 1e-2
-            to_midfield = np.array([0.0, own])
-            assert offset @ to_midfield / distance >= np.cos(np.radians(60.0)) - 1e-4, "behind the ball"
-            forward = car[L.CAR_FORWARD][:2]
-            assert forward @ (-offset) / distance >= np.cos(np.radians(45.0)) - 1e-4, "facing the ball"
-            speed = float(np.linalg.norm(car[L.CAR_VEL]))
-            assert speed <= 1400.0 + 1e-2 and car[L.CAR_VEL] @ car[L.CAR_FORWARD] >= speed - 1e-2
+            _assert_ball_in_third_car_facing_it(ball, car, end=-own)
             np.testing.assert_array_equal(other[L.CAR_VEL], 0.0)
             ox, oy = other[L.CAR_POS][:2]
             if abs(oy) == pytest.approx(4900.0, abs=1e-2):
@@ -303,3 +278,25 @@ def _first_touch_directions(setter: StateSetter, seed: int, resets: int = 20) ->
     finally:
         arenas.close()
     return directions
+
+
+def _assert_ball_in_third_car_facing_it(ball: np.ndarray, car: np.ndarray, end: float) -> None:
+    """What ``defense`` (``end`` = the car's own goal's y sign) and ``attack`` (``end`` = the opponent
+    goal's) share: the ball on the floor in the ``end`` half 2400-4400 uu from midfield, |x| <= 3000,
+    rolling horizontally at <= 800 uu/s; the car on the floor 600-2000 uu from it within 60 degrees of
+    straight towards midfield (away from ``end``), facing it within 45 degrees, driving forwards at
+    <= 1400 uu/s."""
+    bx, by, bz = ball[L.BALL_POS]
+    assert bz == pytest.approx(L.BALL_REST_Z, abs=1e-3) and abs(bx) <= 3000.0 + 1e-3
+    assert 2400.0 - 1e-3 <= end * by <= 4400.0 + 1e-3, "in the drill's third"
+    assert ball[L.BALL_VEL][2] == 0.0 and np.linalg.norm(ball[L.BALL_VEL]) <= 800.0 + 1e-2
+    offset = car[L.CAR_POS][:2] - ball[L.BALL_POS][:2]
+    distance = float(np.linalg.norm(offset))
+    assert 600.0 - 1e-2 <= distance <= 2000.0 + 1e-2
+    to_midfield = np.array([0.0, -end])
+    assert offset @ to_midfield / distance >= np.cos(np.radians(60.0)) - 1e-4, "on the midfield side of the ball"
+    forward = car[L.CAR_FORWARD][:2]
+    assert forward @ (-offset) / distance >= np.cos(np.radians(45.0)) - 1e-4, "facing the ball"
+    assert car[L.CAR_POS][2] == pytest.approx(L.CAR_REST_Z, abs=1e-3)
+    speed = float(np.linalg.norm(car[L.CAR_VEL]))
+    assert speed <= 1400.0 + 1e-2 and car[L.CAR_VEL] @ car[L.CAR_FORWARD] >= speed - 1e-2
