@@ -297,6 +297,13 @@ class PPOConfig(_Strict):
         "was then || the policy) on the learner's states, added to the PPO loss: the released policy is held near "
         "the clone it was, by how far it moved, instead of toward the rule bot's one row (0 = off)",
     )  # fmt: skip
+    bootstrap_through_goals: bool = Field(
+        False,
+        description="GAE treats a goal as play going on (Rocket League): the value after a goal is the value of the "
+        "kickoff that follows, as in a match, instead of 0. With a goal as the end of the agent's future, scoring "
+        "forfeits the shaping rewards that would have followed and conceding adds that loss to the goal's penalty, "
+        "so the agent is paid less to score than to keep the ball out (docs/learning.md, twentieth session)",
+    )
     max_grad_norm: float = Field(0.5, gt=0)
     norm_adv: bool = True
     target_kl: float | None = Field(None, gt=0, description="stop the epochs early above this KL")
@@ -707,6 +714,12 @@ class Config(_Strict):
                     f"ppo.kickstart_coef={self.ppo.kickstart_coef:g} (kickstarting from the rule bot) needs "
                     f"feed-forward PPO on Rocket League's lookup table, not {where}; set ppo.kickstart_coef=0"
                 )
+        if self.ppo.bootstrap_through_goals and (self.gym.env_id is not None or self.env.rlgym is not None):
+            where = "a Gymnasium environment" if self.gym.env_id is not None else "env.rlgym (its own done conditions)"
+            raise ValueError(
+                "ppo.bootstrap_through_goals=true treats every termination as a goal that play goes on after, which "
+                f"holds for speedflip's Rocket League env only, not {where}; set ppo.bootstrap_through_goals=false"
+            )
         if self.ppo.release_kl_coef > 0 and (self.ppo.kickstart_coef == 0 or self.ppo.kickstart_steps is None):
             raise ValueError(
                 f"ppo.release_kl_coef={self.ppo.release_kl_coef:g} holds the policy near what it was when the "

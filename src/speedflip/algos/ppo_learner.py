@@ -119,8 +119,12 @@ class PPOLearner:
         ppo = self.cfg.ppo
         done = rollout.terminated | rollout.truncated
         rewards = scale_rewards(self.return_norm, rollout.rewards, done) if ppo.normalize_rewards else rollout.rewards
+        # ppo.bootstrap_through_goals: a goal is play going on, so GAE runs on into the kickoff that follows (its
+        # observation is the next row's) instead of stopping. Rocket League terminates on goals only (and on the
+        # rare quarantined non-finite state, which restarts the same way); other envs are refused by the config
+        terminated = np.zeros_like(rollout.terminated) if ppo.bootstrap_through_goals else rollout.terminated
         advantages, returns = compute_gae(
-            rewards, rollout.values, rollout.terminated, rollout.truncated, rollout.truncation_values,
+            rewards, rollout.values, terminated, rollout.truncated, rollout.truncation_values,
             rollout.last_values, ppo.gamma, ppo.gae_lambda,
         )  # fmt: skip
         tensor = self._tensor
