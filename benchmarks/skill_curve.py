@@ -53,7 +53,7 @@ from typing import Any
 import yaml
 
 from speedflip.checkpoint import CheckpointError, list_checkpoints, verify_checkpoint
-from speedflip.selfplay.best import BestMilestone, ShipBy
+from speedflip.selfplay.best import BestMilestone, ShipBy, next_best
 from speedflip.selfplay.league import FIXED_RATINGS
 
 HERE = Path(__file__).resolve().parent
@@ -431,18 +431,22 @@ def run_ship_by(run_dir: Path) -> ShipBy:
     return "anchor_score" if value == "anchor_score" else "elo"
 
 
+def run_ship_margin(run_dir: Path) -> float:
+    """The run's ``selfplay.ship_margin`` from its ``config.yaml`` (0 for runs made before the setting)."""
+    return float((run_config(run_dir).get("selfplay") or {}).get("ship_margin", 0.0))
+
+
 def shipped_at(rated: list[BestMilestone], run_dir: Path, agent_steps: int) -> dict[str, Any] | None:
     """The milestone the run shipped among those of step <= ``agent_steps``: what ``RUN/best.json`` named
-    then (:func:`speedflip.selfplay.best.update_best` by the run's ``selfplay.ship_by``; a new stage
-    replaces the best), from :func:`rated_milestones`, so runs made before ``best.json`` existed are scored
-    the same way."""
-    ship_by = run_ship_by(run_dir)
+    then (:func:`speedflip.selfplay.best.update_best` by the run's ``selfplay.ship_by`` and ``ship_margin``;
+    a new stage replaces the best), from :func:`rated_milestones`, so runs made before ``best.json`` existed
+    are scored the same way."""
+    ship_by, margin = run_ship_by(run_dir), run_ship_margin(run_dir)
     best: BestMilestone | None = None
     for milestone in rated:
         if milestone.step > agent_steps:
             break
-        if best is None or best.stage != milestone.stage or milestone.beats(best, ship_by):
-            best = milestone
+        best = next_best(best, milestone, ship_by, margin) or best
     if best is None:
         return None
     return {"name": best.name, "stage": best.stage, "agent_steps": best.step, "elo": round(best.elo, 1),

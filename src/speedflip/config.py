@@ -473,6 +473,13 @@ class SelfPlayConfig(_Strict):
     rating_prior_sd: float = Field(
         300.0, gt=0, description="milestone rating: sd (Elo) of the prior centred on the previous milestone's rating"
     )
+    ship_margin: float = Field(
+        0.1, ge=0.0, le=1.0,
+        description="ship_by=anchor_score: a newer milestone is shipped when its anchor score is at least the "
+        "stage's best so far minus this (about one standard deviation of a 16-game score), so the newest "
+        "near-best milestone ships instead of an older lucky one (0 = only a higher score ships; docs/learning.md, "
+        "twentieth session)",
+    )  # fmt: skip
     ship_by: Literal["anchor_score", "elo"] = Field(
         "anchor_score",
         description="which rated milestone is the run's shipped bot (best.json): 'anchor_score' = the best score "

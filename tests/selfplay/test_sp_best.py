@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from speedflip.checkpoint import CheckpointError
-from speedflip.selfplay.best import BEST_FILE, BestMilestone, best_checkpoint, read_best, update_best
+from speedflip.selfplay.best import BEST_FILE, BestMilestone, best_checkpoint, next_best, read_best, update_best
 from speedflip.selfplay.evaluate import league_dir_for, shipped_note
 from speedflip.selfplay.policies import find_checkpoint
 from speedflip.train.warmstart import StartFromError, resolve_start
@@ -164,7 +165,7 @@ def test_the_anchor_score_ships_the_milestone_that_beats_the_anchors_and_elo_bre
     assert not update_best(tmp_path, milestone(2, 828.0, 0.47), "anchor_score")  # higher Elo, worse vs the anchors
     assert not update_best(tmp_path, milestone(3, 800.0, 0.59), "anchor_score")  # equal anchors, lower Elo
     assert update_best(tmp_path, milestone(4, 830.0, 0.59), "anchor_score")  # equal anchors, higher Elo
-    assert read_best(tmp_path) == milestone(4, 830.0, 0.59)
+    assert read_best(tmp_path) == replace(milestone(4, 830.0, 0.59), stage_best_score=0.59)
     assert update_best(tmp_path, milestone(5, 700.0, 0.60), "anchor_score")
     assert not update_best(tmp_path, milestone(6, 699.0, None), "anchor_score")  # no anchor score: Elo decides
     assert update_best(tmp_path, milestone(7, 701.0, None), "anchor_score")
@@ -179,3 +180,26 @@ def test_the_exported_bot_is_named_after_its_run_also_from_a_milestone(tmp_path:
     assert run_name(tmp_path / "myrun" / "checkpoints" / "500") == "myrun"
     assert run_name(tmp_path / "myrun" / "milestones" / "main" / "500") == "myrun"  # the shipped bot
     assert run_name(tmp_path / "somewhere" / "500") == "speedflip"
+
+
+def test_with_a_margin_the_newest_near_best_milestone_ships_measured_from_the_stage_best(tmp_path: Path) -> None:
+    def milestone(step: int, anchors: float, stage: str = "main") -> BestMilestone:
+        return BestMilestone(f"milestones/{stage}/{step}", f"{stage}@{step}", step, 900.0, stage, anchor_score=anchors)
+
+    def ships(step: int, anchors: float, stage: str = "main") -> bool:
+        return update_best(tmp_path, milestone(step, anchors, stage), "anchor_score", margin=0.1)
+
+    assert ships(1, 0.75)
+    assert ships(2, 0.875)  # higher
+    assert not ships(3, 0.75)  # 0.125 below the best: the lucky 0.875 stays
+    assert ships(4, 0.78)  # within 0.1 of 0.875: the newer one ships ...
+    best = read_best(tmp_path)
+    assert best is not None and (best.step, best.anchor_score, best.stage_best_score) == (4, 0.78, 0.875)
+    assert not ships(5, 0.77)  # ... and the margin is still measured from 0.875, not from 0.78: no drifting down
+    assert ships(6, 0.95)
+    assert not ships(7, 0.84) and ships(8, 0.85)  # 0.95 - 0.1 = 0.85: the bound itself ships
+    assert ships(9, 0.2, stage="1v2")  # a new stage starts its own best
+    best = read_best(tmp_path)
+    assert best is not None and (best.step, best.stage_best_score) == (9, 0.2)
+    # margin 0 is the old rule: only a higher score (or an equal one with a higher Elo) ships
+    assert next_best(milestone(10, 0.8), replace(milestone(11, 0.79), elo=2000.0), "anchor_score", 0.0) is None

@@ -14,6 +14,13 @@ starts from the previous milestone's rating), so a milestone that beat its prede
 idle car could be shipped; the anchors are what a user plays the bot against (docs/learning.md,
 sixteenth session).
 
+A 16-game anchor score is noisy (one standard deviation about 0.1), so with ``selfplay.ship_margin`` (0.1)
+a newer milestone is shipped when its anchor score is within that margin of the best anchor score of the
+stage so far: the newest near-best milestone ships, not an older one that was lucky in its 16 games (the
+final policies of self-play runs against the rule bot beat the milestones picked by the highest score,
+docs/learning.md, twentieth session). The margin is measured from the stage's best score, which
+``best.json`` keeps (``stage_best_score``), so a run cannot drift down one margin at a time.
+
 ``best.json`` holds the milestone's path relative to the run directory (a run can be moved), its step,
 Elo and anchor score at rating time, stage and training minutes. It is replaced atomically; a milestone
 of a new curriculum stage replaces the best of the previous stage (ratings of different team sizes do
@@ -24,7 +31,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -45,6 +52,7 @@ class BestMilestone:
     stage: str
     train_minutes: float | None = None
     anchor_score: float | None = None  # score rate vs the rule bot and the idle car in its rating games
+    stage_best_score: float | None = None  # the best anchor score of the stage up to this milestone (ship_margin)
 
     def folder(self, run_dir: Path) -> Path:
         return run_dir / self.path
@@ -54,13 +62,23 @@ class BestMilestone:
         anchors = f"{self.anchor_score:.2f} vs rule+idle, " if self.anchor_score is not None else ""
         return f"{self.name} ({anchors}{self.elo:.0f} Elo{minutes})"
 
-    def beats(self, other: BestMilestone, ship_by: ShipBy) -> bool:
-        """Whether this milestone should be shipped instead of ``other`` (same stage): a higher anchor score
-        (equal: a higher Elo) for ``anchor_score``, a higher Elo for ``elo``. When either lacks an anchor
-        score (a ``best.json`` written before it was recorded) Elo decides."""
+    def beats(self, other: BestMilestone, ship_by: ShipBy, margin: float = 0.0) -> bool:
+        """Whether this (newer) milestone should be shipped instead of ``other`` (same stage).
+
+        ``anchor_score`` with ``margin`` > 0: its anchor score is at least the stage's best so far (``other``'s
+        ``stage_best_score``, else ``other``'s own score) minus ``margin``; with ``margin`` 0: a higher anchor
+        score (equal: a higher Elo). ``elo``: a higher Elo. When either lacks an anchor score (a ``best.json``
+        written before it was recorded) Elo decides."""
         if ship_by == "anchor_score" and self.anchor_score is not None and other.anchor_score is not None:
+            if margin > 0:
+                return self.anchor_score >= other.reference_score() - margin
             return (self.anchor_score, self.elo) > (other.anchor_score, other.elo)
         return self.elo > other.elo
+
+    def reference_score(self) -> float:
+        """The best anchor score of the stage up to this milestone (its own when not recorded)."""
+        own = self.anchor_score if self.anchor_score is not None else 0.0
+        return own if self.stage_best_score is None else max(own, self.stage_best_score)
 
 
 def read_best(run_dir: Path) -> BestMilestone | None:
@@ -75,20 +93,36 @@ def read_best(run_dir: Path) -> BestMilestone | None:
             stage=str(data["stage"]),
             train_minutes=None if data.get("train_minutes") is None else float(data["train_minutes"]),
             anchor_score=None if data.get("anchor_score") is None else float(data["anchor_score"]),
+            stage_best_score=None if data.get("stage_best_score") is None else float(data["stage_best_score"]),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def update_best(run_dir: Path, candidate: BestMilestone, ship_by: ShipBy = "anchor_score") -> bool:
-    """Make ``candidate`` the run's best when it :meth:`~BestMilestone.beats` the current best of the same
-    stage, or when the current best is of another stage, missing or unreadable (an equal one does not
-    replace it). Returns whether it did."""
-    current = read_best(run_dir)
-    if current is not None and current.stage == candidate.stage and not candidate.beats(current, ship_by):
+def next_best(
+    current: BestMilestone | None, candidate: BestMilestone, ship_by: ShipBy = "anchor_score", margin: float = 0.0
+) -> BestMilestone | None:
+    """What ``best.json`` should name once ``candidate`` (a newer milestone) is rated: ``candidate``, carrying
+    the stage's best anchor score so far (``stage_best_score``), when it :meth:`~BestMilestone.beats`
+    ``current`` of the same stage by ``ship_by`` and ``margin`` or ``current`` is of another stage or missing;
+    ``None`` when ``current`` stays (the candidate scored below it, so the stage's best score is unchanged)."""
+    same_stage = current is not None and current.stage == candidate.stage
+    if candidate.anchor_score is not None:
+        reference = max(current.reference_score(), candidate.anchor_score) if same_stage and current else None
+        candidate = replace(candidate, stage_best_score=candidate.anchor_score if reference is None else reference)
+    if same_stage and current is not None and not candidate.beats(current, ship_by, margin):
+        return None
+    return candidate
+
+
+def update_best(run_dir: Path, candidate: BestMilestone, ship_by: ShipBy = "anchor_score", margin: float = 0.0) -> bool:
+    """Make ``candidate`` (a newer milestone) the run's best when :func:`next_best` says so (the current best
+    missing or unreadable counts as missing). Returns whether it did."""
+    new = next_best(read_best(run_dir), candidate, ship_by, margin)
+    if new is None:
         return False
     tmp = run_dir / f".{BEST_FILE}.tmp"
-    tmp.write_text(json.dumps(asdict(candidate), indent=2) + "\n")
+    tmp.write_text(json.dumps(asdict(new), indent=2) + "\n")
     os.replace(tmp, run_dir / BEST_FILE)
     return True
 

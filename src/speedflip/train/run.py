@@ -244,7 +244,7 @@ class RocketLeagueSession:
 
     def _keep_best(self, path: Path, name: str, elo: float, anchor_score: float | None, console: Console) -> None:
         """Make the rated milestone the run's shipped bot (``best.json``) when it is the best so far by
-        ``selfplay.ship_by`` (:mod:`speedflip.selfplay.best`)."""
+        ``selfplay.ship_by`` and ``selfplay.ship_margin`` (:mod:`speedflip.selfplay.best`)."""
         try:
             relative = str(path.relative_to(self.run_dir))
         except ValueError:
@@ -255,7 +255,7 @@ class RocketLeagueSession:
             anchor_score=None if anchor_score is None else round(anchor_score, 4),
         )  # fmt: skip
         try:
-            if update_best(self.run_dir, candidate, self.cfg.selfplay.ship_by):
+            if update_best(self.run_dir, candidate, self.cfg.selfplay.ship_by, self.cfg.selfplay.ship_margin):
                 console.print(
                     f"best-rated milestone so far: {candidate.describe()}; speedflip eval/export {self.run_dir} "
                     f"use it ({self.run_dir}@latest: the newest checkpoint)",
