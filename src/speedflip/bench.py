@@ -593,16 +593,24 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     assert isinstance(ip.collector, ArenaCollector)
     for method in ("sample", "value"):  # the policy per step; the critic after the rollout and at truncations
         instrument(ip.collector.model, method, "inference", watch)
-    # worker processes do not hold the arena state the rule bot reads, so they cannot label states for the
-    # kickstart (ppo.kickstart_coef; training refuses the pair): the worker-process figures run without it
+    # worker processes do not hold the arena state the rule bot reads, so they can neither label states for
+    # the kickstart (ppo.kickstart_coef) nor drive the rule bot in pool arenas (selfplay.opponent_share with
+    # the rule bot; training refuses both pairs): the worker-process figures run without them
     mp_cfg = _with(cfg, collector="multiprocess")
     kickstart_note: str | None = None
+    dropped: list[str] = []
     if cfg.ppo.kickstart_coef > 0:
         mp_cfg = mp_cfg.model_copy(update={"ppo": cfg.ppo.model_copy(update={"kickstart_coef": 0.0})})
+        dropped.append(f"the kickstart (ppo.kickstart_coef={cfg.ppo.kickstart_coef:g}: the rule bot's row per state)")
+    if cfg.selfplay.include_rule and cfg.selfplay.opponent_share > 0:
+        selfplay = cfg.selfplay.model_copy(update={"opponent_share": 0.0, "rule_share": None})
+        mp_cfg = mp_cfg.model_copy(update={"selfplay": selfplay})
+        dropped.append(f"pool arenas (selfplay.opponent_share={cfg.selfplay.opponent_share:g}, the rule bot in them)")
+    if dropped:
         kickstart_note = (
-            f"ppo.kickstart_coef={cfg.ppo.kickstart_coef:g}: in-process collection and training label every "
-            "state with the rule bot's row; the worker-process figures are measured without the kickstart "
-            "(worker processes cannot label, training refuses them with it)"
+            f"in-process collection and training run with {' and '.join(dropped)}; the worker-process figures "
+            "are measured without them (the rule bot reads the arena state, which stays in worker processes; "
+            "training refuses the pair)"
         )
         say(kickstart_note)
     mp = Trainer(mp_cfg)
