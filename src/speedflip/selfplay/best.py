@@ -105,7 +105,8 @@ def next_best(
     """What ``best.json`` should name once ``candidate`` (a newer milestone) is rated: ``candidate``, carrying
     the stage's best anchor score so far (``stage_best_score``), when it :meth:`~BestMilestone.beats`
     ``current`` of the same stage by ``ship_by`` and ``margin`` or ``current`` is of another stage or missing;
-    ``None`` when ``current`` stays (the candidate scored below it, so the stage's best score is unchanged)."""
+    ``None`` when ``current`` stays (by ``anchor_score`` the candidate then scored below the stage's best, so
+    the best score ``current`` carries still holds; ``elo`` does not use it)."""
     same_stage = current is not None and current.stage == candidate.stage
     if candidate.anchor_score is not None:
         reference = max(current.reference_score(), candidate.anchor_score) if same_stage and current else None
