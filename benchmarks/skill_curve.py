@@ -425,15 +425,12 @@ def rated_milestones(run_dir: Path) -> list[BestMilestone]:
     return sorted(milestones, key=lambda m: m.step)
 
 
-def run_ship_by(run_dir: Path) -> ShipBy:
-    """The run's ``selfplay.ship_by`` from its ``config.yaml`` (``elo`` for runs made before the setting)."""
-    value = (run_config(run_dir).get("selfplay") or {}).get("ship_by", "elo")
-    return "anchor_score" if value == "anchor_score" else "elo"
-
-
-def run_ship_margin(run_dir: Path) -> float:
-    """The run's ``selfplay.ship_margin`` from its ``config.yaml`` (0 for runs made before the setting)."""
-    return float((run_config(run_dir).get("selfplay") or {}).get("ship_margin", 0.0))
+def run_ship_rule(run_dir: Path) -> tuple[ShipBy, float]:
+    """The run's ``selfplay.ship_by`` and ``selfplay.ship_margin`` from its ``config.yaml`` (``elo`` and 0 for
+    runs made before each setting)."""
+    selfplay = run_config(run_dir).get("selfplay") or {}
+    ship_by: ShipBy = "anchor_score" if selfplay.get("ship_by", "elo") == "anchor_score" else "elo"
+    return ship_by, float(selfplay.get("ship_margin", 0.0))
 
 
 def shipped_at(rated: list[BestMilestone], run_dir: Path, agent_steps: int) -> dict[str, Any] | None:
@@ -441,7 +438,7 @@ def shipped_at(rated: list[BestMilestone], run_dir: Path, agent_steps: int) -> d
     then (:func:`speedflip.selfplay.best.update_best` by the run's ``selfplay.ship_by`` and ``ship_margin``;
     a new stage replaces the best), from :func:`rated_milestones`, so runs made before ``best.json`` existed
     are scored the same way."""
-    ship_by, margin = run_ship_by(run_dir), run_ship_margin(run_dir)
+    ship_by, margin = run_ship_rule(run_dir)
     best: BestMilestone | None = None
     for milestone in rated:
         if milestone.step > agent_steps:

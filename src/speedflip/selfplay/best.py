@@ -109,8 +109,8 @@ def next_best(
     the best score ``current`` carries still holds; ``elo`` does not use it)."""
     same_stage = current is not None and current.stage == candidate.stage
     if candidate.anchor_score is not None:
-        reference = max(current.reference_score(), candidate.anchor_score) if same_stage and current else None
-        candidate = replace(candidate, stage_best_score=candidate.anchor_score if reference is None else reference)
+        so_far = current.reference_score() if same_stage and current is not None else candidate.anchor_score
+        candidate = replace(candidate, stage_best_score=max(so_far, candidate.anchor_score))
     if same_stage and current is not None and not candidate.beats(current, ship_by, margin):
         return None
     return candidate
