@@ -44,10 +44,17 @@ from rich.console import Console
 from rich.table import Table
 
 from speedflip import __version__
-from speedflip.collect import choose_collector
+from speedflip.collect import (
+    Requirement,
+    choose_collector,
+    missing_capabilities,
+    required_capabilities,
+    unsupported_message,
+    unsupported_reason,
+)
 from speedflip.collect.arena_collector import ArenaCollector
 from speedflip.collect.multiprocess import MultiProcessVecEnv
-from speedflip.config import Config, ConfigError, config_to_dict, resolve_config
+from speedflip.config import Config, ConfigError, apply_overrides, build_config, config_to_dict, resolve_config
 from speedflip.device import torch_threads
 from speedflip.env.arenas import Arenas
 from speedflip.env.sim import init_rocketsim
@@ -389,6 +396,19 @@ def _bench_config(preset: str, arenas: int | None, overrides: list[str]) -> Conf
     return resolve_config(preset, None, [*sets, f"ppo.minibatch_size={min(wanted, probe.batch_size)}"])
 
 
+def _drivable_by_workers(cfg: Config) -> tuple[Config, list[Requirement]]:
+    """``cfg`` with every setting worker processes cannot drive turned off (each requirement's own
+    overrides, e.g. ``ppo.kickstart_coef=0``), and the requirements so dropped (the same rule as
+    :func:`~speedflip.collect.choose_collector`'s)."""
+    dropped = missing_capabilities("multiprocess", required_capabilities(cfg))
+    if not dropped:
+        return cfg, []
+    if not all(r.overrides for r in dropped):  # e.g. env.rlgym: no setting to turn off, no worker figures
+        raise ConfigError(unsupported_message("multiprocess", dropped))
+    data = apply_overrides(config_to_dict(cfg), [o for r in dropped for o in r.overrides])
+    return build_config(data, "the bench's worker-process config"), dropped
+
+
 def _with(cfg: Config, **run: Any) -> Config:
     return cfg.model_copy(update={"run": cfg.run.model_copy(update=run)})
 
@@ -593,24 +613,16 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     assert isinstance(ip.collector, ArenaCollector)
     for method in ("sample", "value"):  # the policy per step; the critic after the rollout and at truncations
         instrument(ip.collector.model, method, "inference", watch)
-    # worker processes do not hold the arena state the rule bot reads, so they can neither label states for
-    # the kickstart (ppo.kickstart_coef) nor drive the rule bot in pool arenas (selfplay.opponent_share with
-    # the rule bot; training refuses both pairs): the worker-process figures run without them
-    mp_cfg = _with(cfg, collector="multiprocess")
+    # worker processes cannot drive everything a config may need (the rule bot reads the arena state, which
+    # stays in them: the kickstart's labels and the rule bot in pool arenas); training refuses such a pair, so
+    # the worker-process figures run with each of those settings turned off, and the report says which
+    mp_cfg, dropped = _drivable_by_workers(_with(cfg, collector="multiprocess"))
     kickstart_note: str | None = None
-    dropped: list[str] = []
-    if cfg.ppo.kickstart_coef > 0:
-        mp_cfg = mp_cfg.model_copy(update={"ppo": cfg.ppo.model_copy(update={"kickstart_coef": 0.0})})
-        dropped.append(f"the kickstart (ppo.kickstart_coef={cfg.ppo.kickstart_coef:g}: the rule bot's row per state)")
-    if cfg.selfplay.include_rule and cfg.selfplay.opponent_share > 0:
-        selfplay = cfg.selfplay.model_copy(update={"opponent_share": 0.0, "rule_share": None})
-        mp_cfg = mp_cfg.model_copy(update={"selfplay": selfplay})
-        dropped.append(f"pool arenas (selfplay.opponent_share={cfg.selfplay.opponent_share:g}, the rule bot in them)")
     if dropped:
         kickstart_note = (
-            f"in-process collection and training run with {' and '.join(dropped)}; the worker-process figures "
-            "are measured without them (the rule bot reads the arena state, which stays in worker processes; "
-            "training refuses the pair)"
+            f"in-process collection and training run with {' and '.join(r.setting for r in dropped)}; the "
+            f"worker-process figures are measured without them ({'; '.join(r.turn_off for r in dropped)}: "
+            f"{', '.join(sorted({unsupported_reason('multiprocess', r.capability) for r in dropped}))})"
         )
         say(kickstart_note)
     mp = Trainer(mp_cfg)

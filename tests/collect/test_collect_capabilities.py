@@ -23,7 +23,7 @@ from speedflip.collect import (
     missing_capabilities,
     required_capabilities,
 )
-from speedflip.config import Config, ConfigError, build_config
+from speedflip.config import Config, ConfigError, apply_overrides, build_config, config_to_dict
 
 
 def config(algo: str = "ppo", /, **sections: dict[str, Any]) -> Config:
@@ -136,3 +136,30 @@ def test_train_refuses_before_a_run_dir_exists(tmp_path: Path) -> None:
     assert "Traceback" not in out
     assert not run_dir.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "sections",
+    [
+        {"env": {"action_form": "continuous"}},
+        {"env": {"action_masking": True}},
+        {"selfplay": {"opponent_share": 0.5}},
+        # the `1v1` preset's pair: a fixed rule-bot share is refused without the rule bot, so the fix unsets it too
+        {"selfplay": {"opponent_share": 0.5, "rule_share": 1.0}, "ppo": {"minibatch_size": 64, "kickstart_coef": 0.5}},
+    ],
+)
+def test_following_the_refusals_fix_gives_a_config_workers_drive(sections: dict[str, dict[str, Any]]) -> None:
+    refused = config(**sections, run={"collector": "multiprocess"})
+    missing = missing_capabilities("multiprocess", required_capabilities(refused))
+    assert missing
+    fixed = apply_overrides(config_to_dict(refused), [o for r in missing for o in r.overrides])
+    assert check_collector(build_config(fixed), cores=64).backend == "multiprocess"
+
+
+def test_the_rule_bot_fix_names_both_settings_when_a_share_is_fixed() -> None:
+    (need,) = required_capabilities(config(selfplay={"opponent_share": 0.5, "rule_share": 1.0}))
+    assert need.turn_off == "selfplay.include_rule=false with selfplay.rule_share=null"
+    assert need.overrides == ("selfplay.include_rule=false", "selfplay.rule_share=null")
+    # nothing to set for --render: no overrides, the message says what to do
+    (render,) = required_capabilities(config(), render=True)
+    assert render.overrides == ()

@@ -116,6 +116,7 @@ class Requirement:
     capability: str  # a field of :class:`Capabilities`
     setting: str  # e.g. "env.action_form=continuous"
     turn_off: str  # e.g. "env.action_form=table"
+    overrides: tuple[str, ...] = ()  # the --set values that do it, when it is a setting ("--render" is not)
 
 
 def _rule_bot_setting(cfg: Config) -> str | None:
@@ -138,24 +139,33 @@ def _rule_bot_setting(cfg: Config) -> str | None:
     return None
 
 
+def _setting(capability: str, setting: str, turn_off: str) -> Requirement:
+    """A requirement one ``--set KEY=VALUE`` turns off."""
+    return Requirement(capability, setting, turn_off, (turn_off,))
+
+
 def required_capabilities(cfg: Config, render: bool = False) -> list[Requirement]:
     """What collecting for ``cfg`` needs beyond stepping lookup-table indices (``render``: ``--render``)."""
     env = cfg.env
     needed: list[Requirement] = []
     if env.action_form == "continuous":
-        needed.append(Requirement("continuous_actions", "env.action_form=continuous", "env.action_form=table"))
+        needed.append(_setting("continuous_actions", "env.action_form=continuous", "env.action_form=table"))
     elif env.action_form == "multi_discrete":
-        needed.append(Requirement("multi_discrete_actions", "env.action_form=multi_discrete", "env.action_form=table"))
+        needed.append(_setting("multi_discrete_actions", "env.action_form=multi_discrete", "env.action_form=table"))
     if env.action_masking:
-        needed.append(Requirement("action_masks", "env.action_masking=true", "env.action_masking=false"))
+        needed.append(_setting("action_masks", "env.action_masking=true", "env.action_masking=false"))
     rule = _rule_bot_setting(cfg)
     if rule is not None:
-        needed.append(Requirement("rule_bot", rule, "selfplay.include_rule=false"))
+        if cfg.selfplay.rule_share is None:
+            needed.append(_setting("rule_bot", rule, "selfplay.include_rule=false"))
+        else:  # a fixed rule-bot share without the rule bot is refused too (SelfPlayConfig)
+            off = ("selfplay.include_rule=false", "selfplay.rule_share=null")
+            needed.append(Requirement("rule_bot", rule, " with ".join(off), off))
     if cfg.ppo.kickstart_coef > 0:
         setting = f"ppo.kickstart_coef={cfg.ppo.kickstart_coef:g}"
-        needed.append(Requirement("rule_bot", setting, "ppo.kickstart_coef=0"))
+        needed.append(_setting("rule_bot", setting, "ppo.kickstart_coef=0"))
     if cfg.algo == "ppo_recurrent":
-        needed.append(Requirement("recurrent", "algo=ppo_recurrent", "algo=ppo"))
+        needed.append(_setting("recurrent", "algo=ppo_recurrent", "algo=ppo"))
     if render:
         needed.append(Requirement("render", "--render", "leave out --render"))
     if env.rlgym is not None:
@@ -168,12 +178,17 @@ def missing_capabilities(backend: Backend, needed: list[Requirement]) -> list[Re
     return [r for r in needed if not CAPABILITIES[backend].supports(r.capability)]
 
 
+def unsupported_reason(backend: Backend, capability: str) -> str:
+    """Why ``backend`` cannot drive ``capability`` (empty when it can, or no reason is recorded)."""
+    return {"multiprocess": _WHY_NOT_MULTIPROCESS, "ray": _WHY_NOT_RAY}.get(backend, {}).get(capability, "")
+
+
 def unsupported_message(backend: Backend, missing: list[Requirement]) -> str:
     """``run.collector=multiprocess cannot drive env.action_form=continuous (why): set run.collector=inprocess
     or env.action_form=table``, one sentence per missing capability."""
     parts = []
     for r in missing:
-        why = {"multiprocess": _WHY_NOT_MULTIPROCESS, "ray": _WHY_NOT_RAY}.get(backend, {}).get(r.capability, "")
+        why = unsupported_reason(backend, r.capability)
         because = f" ({why})" if why else ""
         parts.append(
             f"run.collector={backend} cannot drive {r.setting}{because}: set run.collector=inprocess or {r.turn_off}"
