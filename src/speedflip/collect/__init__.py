@@ -139,9 +139,9 @@ def _rule_bot_setting(cfg: Config) -> str | None:
     return None
 
 
-def _setting(capability: str, setting: str, turn_off: str) -> Requirement:
-    """A requirement one ``--set KEY=VALUE`` turns off."""
-    return Requirement(capability, setting, turn_off, (turn_off,))
+def _setting(capability: str, setting: str, *overrides: str) -> Requirement:
+    """A requirement these ``--set KEY=VALUE`` overrides turn off (named together in the message)."""
+    return Requirement(capability, setting, " with ".join(overrides), overrides)
 
 
 def required_capabilities(cfg: Config, render: bool = False) -> list[Requirement]:
@@ -156,11 +156,9 @@ def required_capabilities(cfg: Config, render: bool = False) -> list[Requirement
         needed.append(_setting("action_masks", "env.action_masking=true", "env.action_masking=false"))
     rule = _rule_bot_setting(cfg)
     if rule is not None:
-        if cfg.selfplay.rule_share is None:
-            needed.append(_setting("rule_bot", rule, "selfplay.include_rule=false"))
-        else:  # a fixed rule-bot share without the rule bot is refused too (SelfPlayConfig)
-            off = ("selfplay.include_rule=false", "selfplay.rule_share=null")
-            needed.append(Requirement("rule_bot", rule, " with ".join(off), off))
+        # a fixed rule-bot share without the rule bot is refused too (SelfPlayConfig): the fix unsets it
+        unset_share = () if cfg.selfplay.rule_share is None else ("selfplay.rule_share=null",)
+        needed.append(_setting("rule_bot", rule, "selfplay.include_rule=false", *unset_share))
     if cfg.ppo.kickstart_coef > 0:
         setting = f"ppo.kickstart_coef={cfg.ppo.kickstart_coef:g}"
         needed.append(_setting("rule_bot", setting, "ppo.kickstart_coef=0"))
