@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -10,18 +9,13 @@ from types import ModuleType
 import pytest
 import torch
 
+from benchmark_modules import load_benchmark
 from speedflip.checkpoint import Checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
-
-BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 
 
 @pytest.fixture
 def average_milestones() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("average_milestones", BENCHMARKS / "average_milestones.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("average_milestones")
 
 
 def milestone(weight: float, bias: float, obs_mean: float) -> Checkpoint:

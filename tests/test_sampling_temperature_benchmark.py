@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
-BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
+from benchmark_modules import load_benchmark
 
 
 @pytest.fixture
 def sampling_temperature() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sampling_temperature", BENCHMARKS / "sampling_temperature.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("sampling_temperature")
 
 
 def fake_policy(logits: list[list[float]]) -> SimpleNamespace:
