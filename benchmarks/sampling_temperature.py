@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from speedflip._types import Array
+from speedflip.checkpoint import CheckpointError
 from speedflip.env.arenas import GameArrays
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.selfplay.evaluate import resolve_player, training_obs_options
@@ -70,26 +71,34 @@ def main() -> None:
     if any(t < 0 for t in args.temperatures):
         raise SystemExit("--temperatures: each must be >= 0 (0 plays the argmax)")
 
-    for temperature in args.temperatures:
-        options = training_obs_options(args.checkpoint, args.opponent)
-        match = match_env_config(args.games, 1, args.game_seconds, obs_options=options)
-        env = RocketLeagueVecEnv(match, seed=args.seed)
-        policy = resolve_player(args.checkpoint, env, args.seed, deterministic=False)
-        if not isinstance(policy, NeuralPolicy):
-            raise SystemExit(f"'{args.checkpoint}' is not a checkpoint; the temperature applies to a network's logits")
-        player = TemperaturePlayer(policy, temperature, args.seed)
-        opponent = resolve_player(args.opponent, env, args.seed + 1, deterministic=True)
-        results = play_match(env, player, opponent, args.game_seconds)
-        env.close()
-        top, off = np.concatenate(player.top_probability), np.concatenate(player.off_argmax)
-        print(json.dumps({
-            "checkpoint": player.name, "opponent": args.opponent, "temperature": temperature,
-            "wins": sum(r.score_a == 1.0 for r in results), "draws": sum(r.score_a == 0.5 for r in results),
-            "losses": sum(r.score_a == 0.0 for r in results),
-            "goals_for": sum(r.goals_a for r in results), "goals_against": sum(r.goals_b for r in results),
-            "off_argmax": round(float(off.mean()), 4), "top_probability_median": round(float(np.median(top)), 4),
-            "decisions_below_0.9": round(float((top < 0.9).mean()), 4),
-        }))  # fmt: skip
+    try:
+        for temperature in args.temperatures:
+            play(args, temperature)
+    except CheckpointError as err:
+        raise SystemExit(f"sampling_temperature: {err}") from None
+
+
+def play(args: argparse.Namespace, temperature: float) -> None:
+    """One match at ``temperature``; prints its JSON line."""
+    options = training_obs_options(args.checkpoint, args.opponent)
+    match = match_env_config(args.games, 1, args.game_seconds, obs_options=options)
+    env = RocketLeagueVecEnv(match, seed=args.seed)
+    policy = resolve_player(args.checkpoint, env, args.seed, deterministic=False)
+    if not isinstance(policy, NeuralPolicy):
+        raise SystemExit(f"'{args.checkpoint}' is not a checkpoint; the temperature applies to a network's logits")
+    player = TemperaturePlayer(policy, temperature, args.seed)
+    opponent = resolve_player(args.opponent, env, args.seed + 1, deterministic=True)
+    results = play_match(env, player, opponent, args.game_seconds)
+    env.close()
+    top, off = np.concatenate(player.top_probability), np.concatenate(player.off_argmax)
+    print(json.dumps({
+        "checkpoint": player.name, "opponent": args.opponent, "temperature": temperature,
+        "wins": sum(r.score_a == 1.0 for r in results), "draws": sum(r.score_a == 0.5 for r in results),
+        "losses": sum(r.score_a == 0.0 for r in results),
+        "goals_for": sum(r.goals_a for r in results), "goals_against": sum(r.goals_b for r in results),
+        "off_argmax": round(float(off.mean()), 4), "top_probability_median": round(float(np.median(top)), 4),
+        "decisions_below_0.9": round(float((top < 0.9).mean()), 4),
+    }))  # fmt: skip
 
 
 if __name__ == "__main__":
