@@ -24,7 +24,7 @@ from speedflip.checkpoint import CheckpointError
 from speedflip.env.arenas import GameArrays
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.selfplay.evaluate import resolve_player, training_obs_options
-from speedflip.selfplay.match import match_env_config, play_match
+from speedflip.selfplay.match import match_env_config, play_match, summarize
 from speedflip.selfplay.policies import NeuralPolicy
 
 
@@ -42,8 +42,7 @@ class TemperaturePlayer:
 
     @torch.no_grad()
     def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array:
-        x = self.policy.obs_rms.normalize(obs) if self.policy.normalize_obs else obs
-        logits = self.policy.memory.logits(torch.as_tensor(x))
+        logits = self.policy.logits(obs)
         best = logits.argmax(-1)
         if self.temperature == 0:
             chosen = best
@@ -90,12 +89,12 @@ def play(args: argparse.Namespace, temperature: float) -> None:
     opponent = resolve_player(args.opponent, env, args.seed + 1, deterministic=True)
     results = play_match(env, player, opponent, args.game_seconds)
     env.close()
+    summary = summarize(results)
     top, off = np.concatenate(player.top_probability), np.concatenate(player.off_argmax)
     print(json.dumps({
         "checkpoint": player.name, "opponent": args.opponent, "temperature": temperature,
-        "wins": sum(r.score_a == 1.0 for r in results), "draws": sum(r.score_a == 0.5 for r in results),
-        "losses": sum(r.score_a == 0.0 for r in results),
-        "goals_for": sum(r.goals_a for r in results), "goals_against": sum(r.goals_b for r in results),
+        "wins": summary.wins, "draws": summary.draws, "losses": summary.losses,
+        "goals_for": summary.goals_a, "goals_against": summary.goals_b,
         "off_argmax": round(float(off.mean()), 4), "top_probability_median": round(float(np.median(top)), 4),
         "decisions_below_0.9": round(float((top < 0.9).mean()), 4),
     }))  # fmt: skip

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
+from benchmark_modules import BENCHMARKS, load_benchmark
 
 
 @pytest.fixture
 def milestone_curve(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.syspath_prepend(str(BENCHMARKS))  # it imports skill_curve beside it, as when run as a script
-    spec = importlib.util.spec_from_file_location("milestone_curve", BENCHMARKS / "milestone_curve.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("milestone_curve")
 
 
 def make_run(tmp_path: Path, steps: list[int]) -> Path:

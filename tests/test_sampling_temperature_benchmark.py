@@ -21,9 +21,7 @@ def fake_policy(logits: list[list[float]]) -> SimpleNamespace:
     """A stand-in for a loaded checkpoint whose network returns fixed logits for every observation."""
     fixed = torch.tensor(logits)
     return SimpleNamespace(
-        obs_rms=None,
-        normalize_obs=False,
-        memory=SimpleNamespace(logits=lambda x: fixed),
+        logits=lambda obs: fixed,
         table=np.zeros((3, 8), np.float32),
         name="fake@0",
         reset=lambda rows: None,

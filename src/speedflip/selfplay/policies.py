@@ -168,9 +168,15 @@ class NeuralPolicy:
         self.generator = torch.Generator().manual_seed(seed)
 
     @torch.no_grad()
-    def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array:
+    def logits(self, obs: Array) -> torch.Tensor:
+        """The network's action logits for raw observations, normalised as in training (a recurrent policy
+        steps its memory)."""
         x = self.obs_rms.normalize(obs) if self.normalize_obs else obs
-        logits = self.memory.logits(torch.as_tensor(x))
+        return self.memory.logits(torch.as_tensor(x))
+
+    @torch.no_grad()
+    def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array:
+        logits = self.logits(obs)
         if self.deterministic:
             best: Array = logits.argmax(-1).numpy()
             return best
