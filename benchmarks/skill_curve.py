@@ -10,8 +10,9 @@ While it trains, every M minutes the newest checkpoint that verifies is copied t
 ``OUT/seed<k>/snapshots/<minute>min/`` (with its ``global_step`` and the wall minute it was written:
 ``--checkpoint-every`` keeps a fresh one near each mark); the checkpoint saved at the stop is the last
 snapshot. The clock starts when the train command is launched, so start-up counts, as it does for a user.
-``run.total_steps`` is set out of reach (the clock ends the run), so a schedule over it (``ppo.anneal_lr``,
-DQN's epsilon) would not progress: the JSON carries a warning when the run's config has one.
+``run.total_steps`` is set out of reach and ``run.time_budget_minutes`` to N (the clock ends the run), so
+``ppo.anneal_lr`` follows the minutes; DQN's epsilon, a schedule over steps, would not progress: the JSON
+carries a warning when the run's config has one.
 
 After the seed's training, every snapshot plays ``speedflip eval SNAPSHOT OPPONENT --json`` against
 ``rule`` (the bot training plays against), ``idle``, and the evaluation-only scripted bots of
@@ -167,6 +168,9 @@ def train_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]
         f"run.seed={seed}",
         f"run.checkpoint_interval_steps={args.checkpoint_every}",
         f"run.total_steps={NO_LIMIT_STEPS}",
+        # the run's own clock ends it too (as `speedflip train --minutes` does for a user), so schedules over the
+        # run's length (ppo.anneal_lr) follow the minutes; the SIGINT below still stops it at the same mark
+        f"run.time_budget_minutes={args.minutes!r}",
         *args.set,  # the user's settings come last and win
     ]
     cmd = [*speedflip_cmd(), "train", "--preset", args.preset, "--run-dir", str(run_dir), "--new"]
@@ -249,12 +253,14 @@ def run_config(run_dir: Path) -> dict[str, Any]:
 
 
 def schedule_warnings(run_dir: Path) -> list[str]:
-    """Schedules tied to ``run.total_steps`` never progress when the clock, not the budget, ends the run."""
+    """Schedules tied to ``run.total_steps`` never progress when the clock, not the budget, ends the run (they
+    follow ``run.time_budget_minutes`` when the run has one, as this script sets)."""
     cfg = run_config(run_dir)
     if not cfg:
         return []
     out = []
-    if (cfg.get("ppo") or {}).get("anneal_lr"):
+    timed = (cfg.get("run") or {}).get("time_budget_minutes") is not None
+    if (cfg.get("ppo") or {}).get("anneal_lr") and not timed:
         out.append("ppo.anneal_lr decays over run.total_steps, which this run set very high: the rate barely decayed")
     if cfg.get("algo") == "dqn":
         out.append("DQN's epsilon decays over run.total_steps, which this run set very high: exploration stayed high")

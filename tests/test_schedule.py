@@ -13,6 +13,7 @@ from speedflip.schedule import (
     mechanics_active,
     next_reward_phase,
     next_stage,
+    run_progress,
     stage_config,
     stage_opponent_share,
 )
@@ -25,6 +26,34 @@ def test_learning_rate_constant_or_annealed() -> None:
     assert learning_rate(annealed, 0) == pytest.approx(0.001)
     assert learning_rate(annealed, 250) == pytest.approx(0.00075)
     assert learning_rate(annealed, 2000) == 0.0
+
+
+def test_time_budget_ends_the_schedules_when_it_comes_first() -> None:
+    """run.time_budget_minutes: the run's progress is the larger of its step share and its time share."""
+    cfg = build_config(
+        {"ppo": {"learning_rate": 0.001, "anneal_lr": True}, "run": {"total_steps": 1000, "time_budget_minutes": 10}}
+    )
+    assert run_progress(cfg, 250, 300.0) == pytest.approx(0.5)  # 300 s of 600: half the time, a quarter the steps
+    assert run_progress(cfg, 800, 60.0) == pytest.approx(0.8)  # the steps lead
+    assert run_progress(cfg, 0, 1200.0) == 1.0  # past the budget: clipped
+    assert learning_rate(cfg, 250, train_seconds=300.0) == pytest.approx(0.0005)
+    assert learning_rate(cfg, 800, train_seconds=60.0) == pytest.approx(0.0002)
+    assert learning_rate(cfg, 0, train_seconds=600.0) == 0.0
+    steps_only = build_config({"ppo": {"learning_rate": 0.001, "anneal_lr": True}, "run": {"total_steps": 1000}})
+    assert learning_rate(steps_only, 250, train_seconds=10**6) == pytest.approx(0.00075)  # no budget: time ignored
+    entropy = build_config(
+        {"ppo": {"ent_coef": 0.01, "ent_coef_final": 0.0}, "run": {"total_steps": 1000, "time_budget_minutes": 10}}
+    )
+    assert ent_coef(entropy, 100, 450.0) == pytest.approx(0.0025)  # 0.01 * (1 - 0.75)
+    decay = {"ent_coef": 0.01, "ent_coef_final": 0.0, "ent_coef_decay_steps": 400}
+    fixed_steps = build_config({"ppo": decay, "run": {"time_budget_minutes": 10}})
+    assert ent_coef(fixed_steps, 100, 599.0) == pytest.approx(0.0075)  # its own steps decide, not the clock
+
+
+def test_time_budget_must_be_positive() -> None:
+    for bad in (0, -5):
+        with pytest.raises(ConfigError, match="time_budget_minutes"):
+            build_config({"run": {"time_budget_minutes": bad}})
 
 
 def test_learning_rate_adapted_to_kl() -> None:

@@ -40,6 +40,11 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--config", help="a YAML config file (applied over the preset)")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override one key, e.g. --set ppo.learning_rate=1e-4 (repeatable)")  # fmt: skip
+    train.add_argument(
+        "--minutes", type=float, metavar="M",
+        help="train for M wall-clock minutes (resumes included), then stop, save and ship the best bot: "
+        "the same as --set run.time_budget_minutes=M",
+    )  # fmt: skip
     train.add_argument("--run-dir", help="run directory (default: runs/<preset>)")
     train.add_argument("--new", action="store_true", help="start fresh; an existing run is moved aside, not deleted")
     train.add_argument("--resume", metavar="RUN_DIR", help="resume this run directory (same as --run-dir)")
@@ -150,7 +155,14 @@ def _cmd_train(args: argparse.Namespace, console: Console) -> int:
 
     if args.config is not None and Path(args.config).is_dir():
         raise ConfigError(f"config file '{args.config}' is a directory; pass a YAML file to --config")
-    cfg, default_dir, notes = resolve_train_config(args.preset, args.config, args.set, args.env, args.algo)
+    overrides = list(args.set)
+    if args.minutes is not None:
+        if not args.minutes > 0:
+            raise ConfigError(
+                f"--minutes must be a positive number of minutes, got {args.minutes:g}; e.g. --minutes 30"
+            )
+        overrides.append(f"run.time_budget_minutes={args.minutes!r}")
+    cfg, default_dir, notes = resolve_train_config(args.preset, args.config, overrides, args.env, args.algo)
     for note in notes:
         console.print(f"note: {note}", soft_wrap=True)
     run_dir = Path(args.resume or args.run_dir or default_dir)

@@ -262,7 +262,11 @@ class PPOConfig(_Strict):
     minibatch_size: int = Field(4096, ge=1, description="samples per gradient step")
     update_epochs: int = Field(3, ge=1, le=100)
     learning_rate: float = Field(3e-4, gt=0, le=1)
-    anneal_lr: bool = Field(False, description="linearly decay the learning rate to 0 over total_steps")
+    anneal_lr: bool = Field(
+        False,
+        description="linearly decay the learning rate to 0 at the end of the run (run.total_steps, or "
+        "run.time_budget_minutes when that comes first)",
+    )
     lr_target_kl: float | None = Field(
         None, gt=0,
         description="adapt the learning rate after every update to keep its mean approximate KL near this: "
@@ -279,7 +283,9 @@ class PPOConfig(_Strict):
         None, ge=0, description="decay the entropy bonus linearly from ent_coef to this (None = constant)"
     )
     ent_coef_decay_steps: int | None = Field(
-        None, ge=1, description="agent steps over which ent_coef reaches ent_coef_final (None = run.total_steps)"
+        None, ge=1,
+        description="agent steps over which ent_coef reaches ent_coef_final (None = over the whole run: "
+        "run.total_steps, or run.time_budget_minutes when that comes first)",
     )
     vf_coef: float = Field(0.5, ge=0)
     kickstart_coef: float = Field(
@@ -337,6 +343,15 @@ class RunConfig(_Strict):
     """The run: budget, checkpoints, logging, device."""
 
     total_steps: int = Field(5_000_000, ge=1, description="agent steps to train for")
+    time_budget_minutes: float | None = Field(
+        None,
+        gt=0,
+        le=10_000_000,
+        description="also stop after this many wall-clock minutes of training (earlier sessions of a resumed run "
+        "included); the run ends at whichever of this and run.total_steps comes first, and schedules over the "
+        "run's length (ppo.anneal_lr, an entropy decay without ppo.ent_coef_decay_steps) follow the same end "
+        "(None = steps only)",
+    )
     checkpoint_interval_steps: int = Field(250_000, ge=1, description="agent steps between checkpoints")
     keep_checkpoints: int = Field(5, ge=1, description="rolling checkpoints kept (newest)")
     seed: int = Field(0, ge=0, le=2**32 - 1)

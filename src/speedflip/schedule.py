@@ -37,15 +37,26 @@ def stage_name(cfg: Config, stage: int) -> str:
     return cfg.curriculum.stages[stage].name if cfg.curriculum.enabled else "main"
 
 
-def learning_rate(cfg: Config, global_step: int, adapted: float | None = None) -> float:
-    """The learning rate for the next update: ``ppo.learning_rate``, decayed linearly to 0 over
-    ``run.total_steps`` with ``ppo.anneal_lr``; with ``ppo.lr_target_kl``, ``adapted`` (the rate
+def run_progress(cfg: Config, global_step: int, train_seconds: float = 0.0) -> float:
+    """How far the run is towards its end, 0..1: ``global_step / run.total_steps``, or with
+    ``run.time_budget_minutes`` the larger of that and the share of the time budget trained so far
+    (``train_seconds``, earlier sessions of a resumed run included): the run ends at whichever comes first."""
+    progress = global_step / cfg.run.total_steps
+    budget = cfg.run.time_budget_minutes
+    if budget is not None:
+        progress = max(progress, train_seconds / (budget * 60.0))
+    return min(1.0, max(0.0, progress))
+
+
+def learning_rate(cfg: Config, global_step: int, adapted: float | None = None, train_seconds: float = 0.0) -> float:
+    """The learning rate for the next update: ``ppo.learning_rate``, decayed linearly to 0 at the end of the
+    run (:func:`run_progress`) with ``ppo.anneal_lr``; with ``ppo.lr_target_kl``, ``adapted`` (the rate
     :func:`adapt_learning_rate` left after the last update; ``ppo.learning_rate`` before the first)."""
     if cfg.ppo.lr_target_kl is not None:
         return cfg.ppo.learning_rate if adapted is None else adapted
     if not cfg.ppo.anneal_lr:
         return cfg.ppo.learning_rate
-    return cfg.ppo.learning_rate * max(0.0, 1.0 - global_step / cfg.run.total_steps)
+    return cfg.ppo.learning_rate * (1.0 - run_progress(cfg, global_step, train_seconds))
 
 
 LR_ADAPT_FACTOR = 1.5  # the KL-adaptive learning rate moves by this factor per update (as rsl_rl's PPO)
@@ -66,15 +77,17 @@ def adapt_learning_rate(ppo: PPOConfig, current: float, approx_kl: float) -> flo
     return min(max(current, ppo.learning_rate_min), ppo.learning_rate_max)
 
 
-def ent_coef(cfg: Config, global_step: int) -> float:
+def ent_coef(cfg: Config, global_step: int, train_seconds: float = 0.0) -> float:
     """The entropy bonus for the next update: ``ppo.ent_coef``, or with ``ppo.ent_coef_final`` set, a linear
-    decay from ``ent_coef`` to it over ``ppo.ent_coef_decay_steps`` agent steps (default ``run.total_steps``),
-    then constant."""
+    decay from ``ent_coef`` to it over ``ppo.ent_coef_decay_steps`` agent steps, then constant; without
+    ``ent_coef_decay_steps`` over the whole run (:func:`run_progress`)."""
     ppo = cfg.ppo
     if ppo.ent_coef_final is None:
         return ppo.ent_coef
-    steps = ppo.ent_coef_decay_steps or cfg.run.total_steps
-    frac = min(1.0, global_step / steps)
+    if ppo.ent_coef_decay_steps is None:
+        frac = run_progress(cfg, global_step, train_seconds)
+    else:
+        frac = min(1.0, global_step / ppo.ent_coef_decay_steps)
     return ppo.ent_coef + (ppo.ent_coef_final - ppo.ent_coef) * frac
 
 

@@ -283,3 +283,36 @@ def test_kl_adaptive_learning_rate_moves_and_survives_resume(tmp_path: Path) -> 
     b.load(path)
     assert b.iterate()["charts/learning_rate"] == pytest.approx(0.0003)  # 0.0003375, capped
     b.close()
+
+
+def test_time_budget_stops_resumes_and_anneals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--minutes: the run stops on its clock (saved, final evaluation), the clock goes on across a resume, a
+    spent budget is reported as complete, and ppo.anneal_lr follows the time budget."""
+    run = tmp_path / "cp"
+    args = ["train", "--preset", "cartpole-ppo", "--run-dir", str(run), *FAST, "--set", "run.total_steps=10000000",
+            "--set", "gym.eval_interval_steps=1000000"]  # fmt: skip
+    assert main([*args, "--minutes", "0.002"]) == 0  # 0.12 s: one or a few iterations
+    out = capsys.readouterr().out
+    assert "time budget of 0.002 minutes reached" in out
+    first = list_checkpoints(run / "checkpoints")[0]
+    meta = verify_checkpoint(first)
+    assert 0.12 <= meta["train_seconds"] < 60 and int(first.name) < 10_000_000
+    assert any("eval/mean_return" in r for r in _records(run))  # the final policy is evaluated at the end
+    assert main([*args, "--minutes", "0.002"]) == 0
+    assert "already complete: it has trained" in capsys.readouterr().out
+    assert [p.name for p in list_checkpoints(run / "checkpoints")] == [first.name]  # nothing trained or written
+    assert main([*args, "--minutes", "0.004"]) == 0  # a larger budget resumes and trains on
+    newer = list_checkpoints(run / "checkpoints")[0]
+    assert int(newer.name) > int(first.name)
+    assert verify_checkpoint(newer)["train_seconds"] >= 0.24
+    capsys.readouterr()
+    assert main([*args, "--minutes", "0"]) == 2
+    assert "--minutes must be a positive number of minutes, got 0" in capsys.readouterr().err
+
+    cfg = gym_config("cartpole-ppo", "run.total_steps=10000000", "run.time_budget_minutes=1",
+                     "ppo.learning_rate=0.001", "ppo.anneal_lr=true")  # fmt: skip
+    session = GymSession(cfg)
+    session.train_seconds_before = 45.0  # three quarters of the minute already trained
+    rate = session.iterate()["charts/learning_rate"]
+    session.close()
+    assert rate == pytest.approx(0.00025, rel=0.05)  # 0.001 * (1 - 45/60), less the moments of this session

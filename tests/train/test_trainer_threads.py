@@ -39,3 +39,17 @@ def test_update_uses_its_own_thread_count(overlap: bool, expected: int) -> None:
         assert torch.get_num_threads() == 1
     finally:
         trainer.close()
+
+
+def test_the_update_anneals_over_the_time_budget() -> None:
+    """ppo.anneal_lr with run.time_budget_minutes: the update's rate follows the run's clock (train_clock)."""
+    cfg = tiny_config(
+        ppo={"learning_rate": 0.001, "anneal_lr": True}, run={"total_steps": 10**9, "time_budget_minutes": 1.5}
+    )
+    trainer = Trainer(cfg)
+    trainer.train_clock = lambda: 60.0  # two thirds of the 90-second budget trained
+    try:
+        batch, raw_obs, _ = trainer.collect()
+        assert trainer.update(batch, raw_obs)["learning_rate"] == pytest.approx(0.001 / 3)
+    finally:
+        trainer.close()

@@ -114,6 +114,8 @@ class GymSession:
         self.iteration = 0
         self.lineage: list[dict[str, Any]] = []  # where this run started (--from), oldest ancestor last
         self.start = time.perf_counter()
+        self.train_seconds_before = 0.0  # earlier sessions' training time (a resume reads it from the checkpoint)
+        self._session_start: float | None = None  # this session's first iteration
         self.last_eval_step = -1
         self._schedule()
 
@@ -153,6 +155,8 @@ class GymSession:
     def iterate(self) -> dict[str, Any]:
         """PPO: one rollout and one update; DQN: rollouts and updates for ``gym.log_interval_steps`` agent steps."""
         start = time.perf_counter()
+        if self._session_start is None:
+            self._session_start = start
         if isinstance(self.learner, DQNLearner):
             record = self._iterate_dqn(self.learner, start)
         else:
@@ -165,8 +169,10 @@ class GymSession:
         rollout = self.collector.collect(learner.policy_weights(), self.global_step)
         self.global_step += rollout.stats.steps
         batch = learner.prepare(rollout)
-        step = self.global_step
-        learner.set_hyperparameters(learning_rate(self.cfg, step, learner.learning_rate), ent_coef(self.cfg, step))
+        step, seconds = self.global_step, self.train_seconds()
+        learner.set_hyperparameters(
+            learning_rate(self.cfg, step, learner.learning_rate, seconds), ent_coef(self.cfg, step, seconds)
+        )
         metrics = learner.update(batch, rollout.raw_obs, where=f"step {self.global_step:,}")
         collect_s = rollout.stats.collect_seconds
         record = self._base_record(rollout.stats, time.perf_counter() - start)
@@ -234,7 +240,8 @@ class GymSession:
         if self.global_step >= self.next_eval:
             self._evaluate(record, console)
             self.next_eval = (self.global_step // every + 1) * every
-        if self.global_step >= self.cfg.run.total_steps and self.last_eval_step != self.global_step:
+        end = self.global_step >= self.cfg.run.total_steps or loop.time_budget_spent(self.cfg, self.train_seconds())
+        if end and self.last_eval_step != self.global_step:
             self._evaluate(record, console)  # the final policy is always evaluated once
 
     def evaluate(self, episodes: int | None = None) -> EvalSummary:
@@ -302,7 +309,7 @@ class GymSession:
             ("device", self.device_choice.description),
             ("amp / compile", f"{'on' if cfg.run.amp else 'off'} / {'on' if cfg.run.compile else 'off'}"
                               + (f": {'; '.join(notes)}" if notes else "")),
-            ("budget", f"{cfg.run.total_steps:,} agent steps, checkpoint every {cfg.run.checkpoint_interval_steps:,}"),
+            ("budget", loop.describe_budget(cfg)),
             ("evaluation", "off" if not cfg.gym.eval_interval_steps else
              f"every {cfg.gym.eval_interval_steps:,} steps, {cfg.gym.eval_episodes} episodes; solved at "
              f"{'-' if solved is None else format(solved, 'g')}"),
@@ -313,6 +320,11 @@ class GymSession:
         if self.best is not None:
             console.print(f"Best evaluation: mean return {self.best:.1f} (checkpoints/best)", soft_wrap=True)
         console.print(f"Evaluate with: speedflip eval {run_dir} --episodes 20", soft_wrap=True)
+
+    def train_seconds(self) -> float:
+        """Wall-clock seconds of training in this run so far, earlier sessions included."""
+        now = time.perf_counter()
+        return self.train_seconds_before + now - (self._session_start if self._session_start is not None else now)
 
     # ------------------------------------------------------------------ checkpoints
     def to_checkpoint(self, extra_meta: dict[str, Any] | None = None) -> Checkpoint:
@@ -326,6 +338,7 @@ class GymSession:
             "algo": self.cfg.algo,
             "env_id": self.env_id,
             "lineage": self.lineage,
+            "train_seconds": self.train_seconds(),
             "summary": {
                 "device": str(self.device),
                 "envs": self.cfg.gym.num_envs,
@@ -357,6 +370,7 @@ class GymSession:
         self.collector.set_rng_state(ckpt.meta["numpy_rng"])
         self.global_step = int(ckpt.meta["global_step"])
         self.iteration = int(ckpt.meta["iteration"])
+        self.train_seconds_before = float(ckpt.meta.get("train_seconds", 0.0))
         self.collector.reset(self.cfg.run.seed + self.global_step)
         self._schedule()
         lineage = ckpt.meta.get("lineage")

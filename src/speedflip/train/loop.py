@@ -45,6 +45,10 @@ class Session(Protocol):
     def load(self, path: Path) -> None:
         """Resume from a verified checkpoint of this run."""
 
+    def train_seconds(self) -> float:
+        """Wall-clock seconds of training in this run so far, earlier sessions of a resumed run included (the
+        checkpoints store it as ``train_seconds``); ``run.time_budget_minutes`` is measured on it."""
+
     def start_from(self, start: StartPoint) -> None:
         """Warm-start a new run from another run's checkpoint or milestone (``--from``): its weights and
         observation normalizer (with ``start.keep_step`` also the optimizer and counters); the checkpoints
@@ -73,6 +77,19 @@ class Session(Protocol):
         """After the final save of a run that ended normally (e.g. report the best evaluation)."""
 
     def close(self) -> None: ...
+
+
+def time_budget_spent(cfg: Config, train_seconds: float) -> bool:
+    """Whether ``run.time_budget_minutes`` (when set) is used up after ``train_seconds`` of training."""
+    budget = cfg.run.time_budget_minutes
+    return budget is not None and train_seconds >= budget * 60.0
+
+
+def describe_budget(cfg: Config) -> str:
+    """The start-up summary's budget line: agent steps, the time budget, the checkpoint interval."""
+    minutes = cfg.run.time_budget_minutes
+    timed = "" if minutes is None else f" or {minutes:g} minutes of training, whichever comes first"
+    return f"{cfg.run.total_steps:,} agent steps{timed}, checkpoint every {cfg.run.checkpoint_interval_steps:,}"
 
 
 def _fmt(value: Any, spec: str = ".2f") -> str:
@@ -131,6 +148,14 @@ def run(
                 console.print(
                     f"This run is already complete at {session.global_step:,} agent steps. To train further, "
                     f"raise the budget, e.g. --set run.total_steps={cfg.run.total_steps * 2}, or use --new."
+                )
+                return 0
+            budget = cfg.run.time_budget_minutes
+            if budget is not None and time_budget_spent(cfg, session.train_seconds()):
+                console.print(
+                    f"This run is already complete: it has trained {session.train_seconds() / 60:.1f} minutes of its "
+                    f"{budget:g}-minute time budget. To train further, raise it, e.g. --set "
+                    f"run.time_budget_minutes={budget * 2:g}, or use --new."
                 )
                 return 0
             return _loop(cfg, session, run_dir, console)
@@ -218,6 +243,8 @@ def _loop(cfg: Config, session: Session, run_dir: Path, console: Console) -> int
                 return 1
             if stop.requested:
                 reason = f"{stop.signal_name} received"
+            elif session.global_step < cfg.run.total_steps and time_budget_spent(cfg, session.train_seconds()):
+                reason = f"time budget of {cfg.run.time_budget_minutes:g} minutes reached"
             path = session.save(checkpoints, {"reason": reason})
         console.print(f"Stopped ({reason}) at {session.global_step:,} agent steps; checkpoint: {path}", soft_wrap=True)
         session.finish(console, run_dir)
@@ -288,7 +315,8 @@ def _iterations(
     jsonl: JsonlSink,
     tb: TensorBoardSink | None,
 ) -> None:
-    """Train until the budget is reached or a stop is requested, saving at every checkpoint interval."""
+    """Train until the budget (``run.total_steps``, ``run.time_budget_minutes``) is reached or a stop is
+    requested, saving at every checkpoint interval."""
     checkpoints = run_dir / "checkpoints"
     interval = cfg.run.checkpoint_interval_steps
     next_checkpoint = (session.global_step // interval + 1) * interval
@@ -308,6 +336,7 @@ def _iterations(
             fields = session.progress_fields(record)
             progress.update(
                 task,
+                total=_expected_total(cfg, session, overall_sps),
                 completed=session.global_step,
                 sps=f"{overall_sps:,.0f}",
                 reward=fields.get("reward", "-"),
@@ -316,7 +345,8 @@ def _iterations(
             if not console.is_terminal and time.perf_counter() - last_line > 10.0:
                 last_line = time.perf_counter()
                 console.print(
-                    f"step {session.global_step:,}/{cfg.run.total_steps:,}  sps {overall_sps:,.0f}  "
+                    f"step {session.global_step:,}/{_expected_total(cfg, session, overall_sps):,}  "
+                    f"sps {overall_sps:,.0f}  "
                     f"reward {fields.get('reward', '-')}  {fields.get('extra', '')}"
                     + (
                         f"  entropy {_fmt(record['losses/entropy'])}"
@@ -328,8 +358,18 @@ def _iterations(
             if session.global_step >= next_checkpoint:
                 session.save(checkpoints, checkpoint_meta(record))
                 next_checkpoint = (session.global_step // interval + 1) * interval
-            if stop.requested:
+            if stop.requested or time_budget_spent(cfg, session.train_seconds()):
                 break
+
+
+def _expected_total(cfg: Config, session: Session, sps: float) -> int:
+    """The progress bar's total: ``run.total_steps``, or with a time budget the steps the run will have made
+    when the budget ends at this speed, when that comes first (so the bar and its time left follow the clock)."""
+    budget = cfg.run.time_budget_minutes
+    if budget is None:
+        return cfg.run.total_steps
+    left_seconds = max(0.0, budget * 60.0 - session.train_seconds())
+    return min(cfg.run.total_steps, session.global_step + int(sps * left_seconds))
 
 
 def checkpoint_meta(record: dict[str, Any]) -> dict[str, Any]:

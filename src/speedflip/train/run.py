@@ -28,7 +28,7 @@ from speedflip.schedule import stage_config
 from speedflip.selfplay.best import BestMilestone, read_best, update_best
 from speedflip.selfplay.league import GAMES_FIELDS, LeagueError
 from speedflip.selfplay.rating import RatingError, rate_milestone, rating_unavailable
-from speedflip.train.loop import checkpoint_meta
+from speedflip.train.loop import checkpoint_meta, describe_budget
 from speedflip.train.loop import run as run_loop
 from speedflip.train.notify import post_milestone
 from speedflip.train.rundir import compat_signature
@@ -99,6 +99,7 @@ class RocketLeagueSession:
         self._last_record: dict[str, Any] | None = None  # this session's newest iteration record
         self._last_milestone_step: int | None = None
         self._schedule_next()
+        self.trainer.train_clock = self.train_seconds  # the schedule's clock (run.time_budget_minutes)
 
     @property
     def global_step(self) -> int:
@@ -152,8 +153,7 @@ class RocketLeagueSession:
             ("network", _describe_network(cfg, trainer)),
             ("batch / minibatch",
              f"{cfg.batch_size:,} / {cfg.ppo.minibatch_size:,} x {cfg.ppo.update_epochs} epochs"),
-            ("budget",
-             f"{cfg.run.total_steps:,} agent steps, checkpoint every {cfg.run.checkpoint_interval_steps:,}"),
+            ("budget", describe_budget(cfg)),
             ("opponents", describe_opponents(cfg)),
             ("milestones", _describe_milestones(cfg)),
             ("rewards", ", ".join(f"{k} {v:g}" for k, v in cfg.env.rewards.items())),

@@ -77,6 +77,8 @@ class Trainer:
         self.stage = 0
         self.reward_phase = 0
         self.global_step = 0
+        # wall-clock seconds of training so far (the run session sets it): schedules over run.time_budget_minutes
+        self.train_clock: Callable[[], float] = lambda: 0.0
         self.last_eval: dict[str, float | None] = {}
         self.lineage: list[dict[str, Any]] = []  # where this run started (--from), oldest ancestor last
         self.collector = self._new_collector()
@@ -231,9 +233,10 @@ class Trainer:
 
     def _update_now(self, batch: PPOBatch, raw_obs: Array | None) -> dict[str, float]:
         step = self.global_step
-        rate = learning_rate(self.cfg, step, self.learner.learning_rate)
+        seconds = self.train_clock()
+        rate = learning_rate(self.cfg, step, self.learner.learning_rate, seconds)
         kickstart = kickstart_coef(self.cfg, step)
-        self.learner.set_hyperparameters(rate, ent_coef(self.cfg, step), kickstart)
+        self.learner.set_hyperparameters(rate, ent_coef(self.cfg, step, seconds), kickstart)
         # the kickstart's weight reached 0 (release_kl_coef needs one that ends): KL toward the policy as it is now
         if self.cfg.ppo.release_kl_coef > 0 and kickstart == 0 and self.learner.release_anchor is None:
             self.learner.freeze_release_anchor()
