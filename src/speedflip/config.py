@@ -283,7 +283,8 @@ class PPOConfig(_Strict):
         None, ge=0, description="decay the entropy bonus linearly from ent_coef to this (None = constant)"
     )
     ent_coef_decay_steps: int | None = Field(
-        None, ge=1,
+        None,
+        ge=1,
         description="agent steps over which ent_coef reaches ent_coef_final (None = over the whole run: "
         "run.total_steps, or run.time_budget_minutes when that comes first)",
     )

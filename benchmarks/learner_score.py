@@ -1,0 +1,169 @@
+"""The learner's own score in its training games against a pool opponent (default: the rule bot), per run.
+
+Every pool game a run plays is logged in ``games.csv`` (``player_a`` = ``learner``, ``score_a`` 1 / 0.5 / 0).
+Thousands of them are played in a 30-minute ``1v1`` run, so their mean is a far less noisy reading of how well
+the learner plays, sampling its actions as in training, than 100 evaluation games of one checkpoint. This
+prints, per run directory: the mean score from ``--from-steps`` agent steps on (with its standard error and the
+number of games), the mean by bins of ``--bin-steps``, the training goals per agent-minute over the same span
+(``charts/goals_per_minute`` of ``metrics.jsonl``) and the learning rate at the first and last iteration.
+``--json`` writes the same, ``--plot`` a PNG of the binned score against agent steps (one line per run).
+
+Usage::
+
+    python benchmarks/learner_score.py /tmp/skill/P-s1/seed1 /tmp/skill/H19-s1/seed1 --plot learner.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class LearnerScore:
+    """One run's reading (see the module docstring); ``None`` where the run has no such games or records."""
+
+    run: str
+    opponent: str
+    from_steps: int
+    steps: int
+    games: int
+    score: float | None
+    stderr: float | None
+    bins: list[tuple[int, float, int]] = field(default_factory=list)  # (bin start in agent steps, mean, games)
+    goals_per_minute: float | None = None
+    learning_rate_first: float | None = None
+    learning_rate_last: float | None = None
+
+
+def read_scores(games_csv: Path, opponent: str) -> list[tuple[int, float]]:
+    """(agent step, learner's score) of every training game of the learner against ``opponent``."""
+    with games_csv.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        missing = {"step", "player_a", "player_b", "score_a"} - set(reader.fieldnames or [])
+        if missing:
+            raise ValueError(f"{games_csv} has no column {', '.join(sorted(missing))}: not a speedflip games.csv")
+        return [
+            (int(row["step"]), float(row["score_a"]))
+            for row in reader
+            if row["player_a"] == "learner" and row["player_b"] == opponent
+        ]
+
+
+def mean_and_stderr(scores: list[float]) -> tuple[float | None, float | None]:
+    """The mean and its standard error (sample standard deviation / sqrt(n)); ``None`` without games."""
+    n = len(scores)
+    if n == 0:
+        return None, None
+    mean = sum(scores) / n
+    if n == 1:
+        return mean, None
+    variance = sum((s - mean) ** 2 for s in scores) / (n - 1)
+    return mean, math.sqrt(variance / n)
+
+
+def binned(games: list[tuple[int, float]], bin_steps: int) -> list[tuple[int, float, int]]:
+    """(bin start, mean score, games) for every bin of ``bin_steps`` agent steps that has games, in order."""
+    bins: dict[int, list[float]] = {}
+    for step, score in games:
+        bins.setdefault(step // bin_steps, []).append(score)
+    return [(k * bin_steps, sum(v) / len(v), len(v)) for k, v in sorted(bins.items())]
+
+
+def read_records(metrics_jsonl: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in metrics_jsonl.read_text().splitlines() if line.strip()]
+
+
+def learner_score(
+    run_dir: Path, opponent: str = "rule", from_steps: int = 5_000_000, bin_steps: int = 2_000_000
+) -> LearnerScore:
+    """The reading of one run directory (``games.csv`` and ``metrics.jsonl``)."""
+    games_csv, metrics = run_dir / "games.csv", run_dir / "metrics.jsonl"
+    if not games_csv.is_file():
+        raise FileNotFoundError(f"{games_csv} does not exist: pass a run directory that played pool games")
+    games = read_scores(games_csv, opponent)
+    score, stderr = mean_and_stderr([s for step, s in games if step >= from_steps])
+    records = read_records(metrics) if metrics.is_file() else []
+    goals = [r["charts/goals_per_minute"] for r in records
+             if r.get("global_step", 0) >= from_steps and r.get("charts/goals_per_minute") is not None]  # fmt: skip
+    rates = [r["charts/learning_rate"] for r in records if r.get("charts/learning_rate") is not None]
+    return LearnerScore(
+        run=str(run_dir),
+        opponent=opponent,
+        from_steps=from_steps,
+        steps=int(records[-1]["global_step"]) if records else 0,
+        games=sum(1 for step, _ in games if step >= from_steps),
+        score=score,
+        stderr=stderr,
+        bins=binned(games, bin_steps),
+        goals_per_minute=sum(goals) / len(goals) if goals else None,
+        learning_rate_first=rates[0] if rates else None,
+        learning_rate_last=rates[-1] if rates else None,
+    )
+
+
+def describe(r: LearnerScore) -> str:
+    def f(x: float | None, spec: str = ".3f") -> str:
+        return "-" if x is None else format(x, spec)
+
+    by_bin = " / ".join(f"{start / 1e6:g}M {mean:.2f}" for start, mean, _ in r.bins)
+    return (
+        f"{r.run}: {r.steps:,} agent steps; learner vs {r.opponent} from {r.from_steps / 1e6:g}M: {f(r.score)} "
+        f"+-{f(r.stderr)} ({r.games:,} games); goals per agent-minute {f(r.goals_per_minute)}; learning rate "
+        f"{f(r.learning_rate_first, '.3g')} -> {f(r.learning_rate_last, '.3g')}\n  by bin: {by_bin or '-'}"
+    )
+
+
+def plot(results: list[LearnerScore], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for r in results:
+        if r.bins:
+            ax.plot([b[0] / 1e6 for b in r.bins], [b[1] for b in r.bins], marker="o", label=r.run)
+    ax.set_xlabel("agent steps (millions)")
+    ax.set_ylabel(f"learner's training score vs {results[0].opponent if results else '-'}")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    p.add_argument("runs", nargs="+", help="run directories (each with games.csv and metrics.jsonl)")
+    p.add_argument("--opponent", default="rule", help="the pool opponent (games.csv player_b; default rule)")
+    p.add_argument("--from-steps", type=int, default=5_000_000, help="count games from this step (default 5M)")
+    p.add_argument("--bin-steps", type=int, default=2_000_000, help="bin width in agent steps (default 2M)")
+    p.add_argument("--json", help="write the readings to this JSON file")
+    p.add_argument("--plot", help="write a PNG of the binned score against agent steps")
+    args = p.parse_args(argv)
+    if args.bin_steps < 1 or args.from_steps < 0:
+        p.error("--bin-steps must be at least 1 and --from-steps at least 0")
+    try:
+        results = [learner_score(Path(r), args.opponent, args.from_steps, args.bin_steps) for r in args.runs]
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for r in results:
+        print(describe(r))
+    if args.json:
+        Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=2))
+    if args.plot:
+        plot(results, Path(args.plot))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
