@@ -315,7 +315,7 @@ def test_time_budget_stops_resumes_and_anneals(tmp_path: Path, capsys: pytest.Ca
     cfg = gym_config("cartpole-ppo", "run.total_steps=10000000", "run.time_budget_minutes=1",
                      "ppo.learning_rate=0.001", "ppo.anneal_lr=true")  # fmt: skip
     session = GymSession(cfg)
-    session.train_seconds_before = 45.0  # three quarters of the minute already trained
+    session.clock.before = 45.0  # three quarters of the minute already trained
     rate = session.iterate()["charts/learning_rate"]
     session.close()
     assert rate == pytest.approx(0.00025, rel=0.05)  # 0.001 * (1 - 45/60), less the moments of this session

@@ -114,8 +114,7 @@ class GymSession:
         self.iteration = 0
         self.lineage: list[dict[str, Any]] = []  # where this run started (--from), oldest ancestor last
         self.start = time.perf_counter()
-        self.train_seconds_before = 0.0  # earlier sessions' training time (a resume reads it from the checkpoint)
-        self._session_start: float | None = None  # this session's first iteration
+        self.clock = loop.TrainClock()  # training time, earlier sessions' included (a resume reads it)
         self.last_eval_step = -1
         self._schedule()
 
@@ -155,8 +154,7 @@ class GymSession:
     def iterate(self) -> dict[str, Any]:
         """PPO: one rollout and one update; DQN: rollouts and updates for ``gym.log_interval_steps`` agent steps."""
         start = time.perf_counter()
-        if self._session_start is None:
-            self._session_start = start
+        self.clock.start()
         if isinstance(self.learner, DQNLearner):
             record = self._iterate_dqn(self.learner, start)
         else:
@@ -323,8 +321,7 @@ class GymSession:
 
     def train_seconds(self) -> float:
         """Wall-clock seconds of training in this run so far, earlier sessions included."""
-        now = time.perf_counter()
-        return self.train_seconds_before + now - (self._session_start if self._session_start is not None else now)
+        return self.clock.seconds()
 
     # ------------------------------------------------------------------ checkpoints
     def to_checkpoint(self, extra_meta: dict[str, Any] | None = None) -> Checkpoint:
@@ -370,7 +367,7 @@ class GymSession:
         self.collector.set_rng_state(ckpt.meta["numpy_rng"])
         self.global_step = int(ckpt.meta["global_step"])
         self.iteration = int(ckpt.meta["iteration"])
-        self.train_seconds_before = float(ckpt.meta.get("train_seconds", 0.0))
+        self.clock.before = float(ckpt.meta.get("train_seconds", 0.0))
         self.collector.reset(self.cfg.run.seed + self.global_step)
         self._schedule()
         lineage = ckpt.meta.get("lineage")

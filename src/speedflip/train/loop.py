@@ -79,6 +79,24 @@ class Session(Protocol):
     def close(self) -> None: ...
 
 
+class TrainClock:
+    """Wall-clock seconds of training in a run, earlier sessions of a resumed run included: ``before`` (the
+    resumed checkpoint's ``train_seconds``) plus the time since this session's first iteration (:meth:`start`)."""
+
+    def __init__(self) -> None:
+        self.before = 0.0
+        self._started: float | None = None
+
+    def start(self) -> None:
+        """Mark this session's first iteration (later calls change nothing)."""
+        if self._started is None:
+            self._started = time.perf_counter()
+
+    def seconds(self) -> float:
+        now = time.perf_counter()
+        return self.before + now - (self._started if self._started is not None else now)
+
+
 def time_budget_spent(cfg: Config, train_seconds: float) -> bool:
     """Whether ``run.time_budget_minutes`` (when set) is used up after ``train_seconds`` of training."""
     budget = cfg.run.time_budget_minutes

@@ -28,7 +28,7 @@ from speedflip.schedule import stage_config
 from speedflip.selfplay.best import BestMilestone, read_best, update_best
 from speedflip.selfplay.league import GAMES_FIELDS, LeagueError
 from speedflip.selfplay.rating import RatingError, rate_milestone, rating_unavailable
-from speedflip.train.loop import checkpoint_meta, describe_budget
+from speedflip.train.loop import TrainClock, checkpoint_meta, describe_budget
 from speedflip.train.loop import run as run_loop
 from speedflip.train.notify import post_milestone
 from speedflip.train.rundir import compat_signature
@@ -93,9 +93,8 @@ class RocketLeagueSession:
             raise
         # wall-clock time over the whole run (earlier sessions' from the checkpoint meta): training, and
         # the milestone rating's share of it (perf/rating_share)
-        self.train_seconds_before = 0.0
+        self.clock = TrainClock()
         self.rating_seconds_total = 0.0
-        self._session_start: float | None = None
         self._last_record: dict[str, Any] | None = None  # this session's newest iteration record
         self._last_milestone_step: int | None = None
         self._schedule_next()
@@ -114,14 +113,13 @@ class RocketLeagueSession:
     def load(self, path: Path) -> None:
         self.trainer.load(path)
         meta = json.loads((path / "meta.json").read_text())
-        self.train_seconds_before = float(meta.get("train_seconds", 0.0))
+        self.clock.before = float(meta.get("train_seconds", 0.0))
         self.rating_seconds_total = float(meta.get("rating_seconds", 0.0))
         self._schedule_next()
 
     def train_seconds(self) -> float:
         """Wall-clock seconds of training in this run so far, earlier sessions included."""
-        now = time.perf_counter()
-        return self.train_seconds_before + now - (self._session_start if self._session_start is not None else now)
+        return self.clock.seconds()
 
     def _clock_meta(self) -> dict[str, float]:
         """What checkpoints and milestones store of the clocks, so they continue after a resume."""
@@ -163,8 +161,7 @@ class RocketLeagueSession:
 
     def iterate(self) -> dict[str, Any]:
         trainer = self.trainer
-        if self._session_start is None:
-            self._session_start = time.perf_counter()
+        self.clock.start()
         batch, raw_obs, stats = trainer.collect()
         learn_start = time.perf_counter()
         metrics = trainer.update(batch, raw_obs)
