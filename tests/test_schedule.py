@@ -8,6 +8,7 @@ from speedflip.config import ConfigError, build_config
 from speedflip.schedule import (
     adapt_learning_rate,
     ent_coef,
+    fade_progress,
     kickstart_coef,
     learning_rate,
     mechanics_active,
@@ -99,6 +100,46 @@ def test_kickstart_weight_decays_linearly_to_zero() -> None:
     assert kickstart_coef(cfg, 100) == pytest.approx(1.5)  # 2 * (1 - 100/400)
     assert kickstart_coef(cfg, 400) == 0.0
     assert kickstart_coef(cfg, 10_000) == 0.0
+
+
+def test_kickstart_ends_by_the_clock_on_a_slow_machine() -> None:
+    # 0.5 at most 5,000 steps or 40 % of a 10-minute budget (240 s), whichever comes first
+    ppo = {"kickstart_coef": 0.5, "kickstart_steps": 5_000, "kickstart_fraction": 0.4}
+    cfg = build_config({"ppo": ppo, "run": {"total_steps": 10**9, "time_budget_minutes": 10}})
+    assert kickstart_coef(cfg, 0, 0.0) == pytest.approx(0.5)
+    # slow: 1,000 steps (a fifth of 5,000) after 120 s (half of 240 s): the clock is further on
+    assert kickstart_coef(cfg, 1_000, 120.0) == pytest.approx(0.25)  # 0.5 * (1 - 120/240)
+    assert kickstart_coef(cfg, 2_000, 240.0) == 0.0
+    assert kickstart_coef(cfg, 2_000, 599.0) == 0.0
+    # fast: 4,000 steps after 60 s: the steps are further on (0.8 against 0.25)
+    assert kickstart_coef(cfg, 4_000, 60.0) == pytest.approx(0.1)  # 0.5 * (1 - 4000/5000)
+    # the fraction alone: 40 % of run.total_steps without a time budget
+    alone = build_config({"ppo": {"kickstart_coef": 1.0, "kickstart_fraction": 0.4}, "run": {"total_steps": 1_000}})
+    assert kickstart_coef(alone, 100) == pytest.approx(0.75)  # 1 - (100/1000)/0.4
+    assert kickstart_coef(alone, 400) == 0.0
+
+
+def test_entropy_decay_ends_by_the_clock_on_a_slow_machine() -> None:
+    ppo = {"ent_coef": 0.01, "ent_coef_final": 0.0, "ent_coef_decay_steps": 5_000, "ent_coef_decay_fraction": 0.5}
+    cfg = build_config({"ppo": ppo, "run": {"total_steps": 10**9, "time_budget_minutes": 10}})
+    assert ent_coef(cfg, 1_000, 150.0) == pytest.approx(0.005)  # 150 s of the 300 s: half, where steps say a fifth
+    assert ent_coef(cfg, 2_500, 30.0) == pytest.approx(0.005)  # half of the steps, a tenth of the time
+    assert ent_coef(cfg, 1_000, 300.0) == 0.0
+    assert ent_coef(cfg, 1_000, 590.0) == 0.0  # then constant at ent_coef_final
+
+
+def test_fade_progress_is_none_without_an_end() -> None:
+    cfg = build_config({})
+    assert fade_progress(cfg, 100, 5.0, None, None) is None
+    assert fade_progress(cfg, 100, 0.0, 400, None) == pytest.approx(0.25)
+    assert fade_progress(cfg, 800, 0.0, 400, None) == 1.0
+
+
+@pytest.mark.parametrize("field", ["kickstart_fraction", "ent_coef_decay_fraction"])
+@pytest.mark.parametrize("value", [0.0, -0.1, 1.5])
+def test_fractions_of_the_run_outside_0_1_are_refused(field: str, value: float) -> None:
+    with pytest.raises(ConfigError, match=field):
+        build_config({"ppo": {field: value}})
 
 
 PHASES = [

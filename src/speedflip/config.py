@@ -288,21 +288,39 @@ class PPOConfig(_Strict):
         description="agent steps over which ent_coef reaches ent_coef_final (None = over the whole run: "
         "run.total_steps, or run.time_budget_minutes when that comes first)",
     )
+    ent_coef_decay_fraction: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="the entropy decay also ends at this share of the run (run.time_budget_minutes, or "
+        "run.total_steps when that comes first), if before ppo.ent_coef_decay_steps: on a slower machine the same "
+        "minutes buy fewer steps, and the decay ends at whichever comes first (None = ent_coef_decay_steps alone)",
+    )
     vf_coef: float = Field(0.5, ge=0)
     kickstart_coef: float = Field(
         0.0, ge=0,
         description="kickstarting from the rule bot: weight of the cross-entropy between the policy and the rule "
         "bot's action on the learner's own states, added to the PPO loss; constant, or decaying linearly to 0 over "
-        "ppo.kickstart_steps (0 = off; Rocket League feed-forward PPO on the lookup table)",
+        "ppo.kickstart_steps and/or ppo.kickstart_fraction (0 = off; Rocket League feed-forward PPO on the lookup "
+        "table)",
     )  # fmt: skip
     kickstart_steps: int | None = Field(
         None, ge=1, description="agent steps over which ppo.kickstart_coef decays linearly to 0 (None = constant)"
     )
+    kickstart_fraction: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="the kickstart's weight also reaches 0 at this share of the run (run.time_budget_minutes, or "
+        "run.total_steps when that comes first), if before ppo.kickstart_steps: on a slower machine the same minutes "
+        "buy fewer steps, and the fade ends at whichever comes first (None = ppo.kickstart_steps alone)",
+    )
     release_kl_coef: float = Field(
         0.0, ge=0,
-        description="once the kickstart's weight reaches 0 (ppo.kickstart_steps), the weight of KL(the policy as it "
-        "was then || the policy) on the learner's states, added to the PPO loss: the released policy is held near "
-        "the clone it was, by how far it moved, instead of toward the rule bot's one row (0 = off)",
+        description="once the kickstart's weight reaches 0 (ppo.kickstart_steps or ppo.kickstart_fraction), the "
+        "weight of KL(the policy as it was then || the policy) on the learner's states, added to the PPO loss: the "
+        "released policy is held near the clone it was, by how far it moved, instead of toward the rule bot's one "
+        "row (0 = off)",
     )  # fmt: skip
     bootstrap_through_goals: bool = Field(
         False,
@@ -744,11 +762,12 @@ class Config(_Strict):
                 "ppo.bootstrap_through_goals=true treats every termination as a goal that play goes on after, which "
                 f"holds for speedflip's Rocket League env only, not {where}; set ppo.bootstrap_through_goals=false"
             )
-        if self.ppo.release_kl_coef > 0 and (self.ppo.kickstart_coef == 0 or self.ppo.kickstart_steps is None):
+        ends = self.ppo.kickstart_steps is not None or self.ppo.kickstart_fraction is not None
+        if self.ppo.release_kl_coef > 0 and (self.ppo.kickstart_coef == 0 or not ends):
             raise ValueError(
                 f"ppo.release_kl_coef={self.ppo.release_kl_coef:g} holds the policy near what it was when the "
                 "kickstart was released, so it needs a kickstart that ends: set ppo.kickstart_coef > 0 and "
-                "ppo.kickstart_steps, or ppo.release_kl_coef=0"
+                "ppo.kickstart_steps (or ppo.kickstart_fraction), or ppo.release_kl_coef=0"
             )
         return self
 

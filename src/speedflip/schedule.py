@@ -77,27 +77,43 @@ def adapt_learning_rate(ppo: PPOConfig, current: float, approx_kl: float) -> flo
     return min(max(current, ppo.learning_rate_min), ppo.learning_rate_max)
 
 
+def fade_progress(
+    cfg: Config, global_step: int, train_seconds: float, steps: int | None, fraction: float | None
+) -> float | None:
+    """How far a linear fade has gone, 0..1: it ends at ``steps`` agent steps or at ``fraction`` of the run
+    (:func:`run_progress`: the time budget or ``run.total_steps``), whichever comes first, so a slower machine,
+    whose minutes buy fewer steps, ends it by the clock. None when neither end is set."""
+    ends = []
+    if steps is not None:
+        ends.append(global_step / steps)
+    if fraction is not None:
+        ends.append(run_progress(cfg, global_step, train_seconds) / fraction)
+    return min(1.0, max(ends)) if ends else None
+
+
 def ent_coef(cfg: Config, global_step: int, train_seconds: float = 0.0) -> float:
     """The entropy bonus for the next update: ``ppo.ent_coef``, or with ``ppo.ent_coef_final`` set, a linear
-    decay from ``ent_coef`` to it over ``ppo.ent_coef_decay_steps`` agent steps, then constant; without
-    ``ent_coef_decay_steps`` over the whole run (:func:`run_progress`)."""
+    decay from ``ent_coef`` to it ending at ``ppo.ent_coef_decay_steps`` agent steps or at
+    ``ppo.ent_coef_decay_fraction`` of the run, whichever comes first (:func:`fade_progress`), then constant;
+    with neither, over the whole run (:func:`run_progress`)."""
     ppo = cfg.ppo
     if ppo.ent_coef_final is None:
         return ppo.ent_coef
-    if ppo.ent_coef_decay_steps is None:
+    frac = fade_progress(cfg, global_step, train_seconds, ppo.ent_coef_decay_steps, ppo.ent_coef_decay_fraction)
+    if frac is None:
         frac = run_progress(cfg, global_step, train_seconds)
-    else:
-        frac = min(1.0, global_step / ppo.ent_coef_decay_steps)
     return ppo.ent_coef + (ppo.ent_coef_final - ppo.ent_coef) * frac
 
 
-def kickstart_coef(cfg: Config, global_step: int) -> float:
-    """The weight of the rule-bot cross-entropy in the next update: ``ppo.kickstart_coef``, constant, or with
-    ``ppo.kickstart_steps`` set decaying linearly to 0 at that many agent steps and 0 after (0 when off)."""
+def kickstart_coef(cfg: Config, global_step: int, train_seconds: float = 0.0) -> float:
+    """The weight of the rule-bot cross-entropy in the next update: ``ppo.kickstart_coef``, constant, or
+    decaying linearly to 0 at ``ppo.kickstart_steps`` agent steps or at ``ppo.kickstart_fraction`` of the run,
+    whichever comes first (:func:`fade_progress`), and 0 after (0 when off)."""
     ppo = cfg.ppo
-    if ppo.kickstart_steps is None:
+    frac = fade_progress(cfg, global_step, train_seconds, ppo.kickstart_steps, ppo.kickstart_fraction)
+    if frac is None:
         return ppo.kickstart_coef
-    return ppo.kickstart_coef * max(0.0, 1.0 - global_step / ppo.kickstart_steps)
+    return ppo.kickstart_coef * (1.0 - frac)
 
 
 def reward_phase_name(env: EnvConfig, phase: int) -> str:

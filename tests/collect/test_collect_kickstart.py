@@ -61,6 +61,22 @@ def test_every_learner_state_gets_the_rule_bots_row_until_the_decay_ends() -> No
         collector.close()
 
 
+def test_the_rule_bot_stops_labelling_when_the_clock_ends_the_kickstart() -> None:
+    """ppo.kickstart_fraction: 1,000 steps or half of a 1-minute budget, whichever first; at step 10 the
+    steps say 1 % and 30 s of training say the end."""
+    cfg = kickstart_config().model_copy(deep=True)
+    cfg.ppo.kickstart_fraction = 0.5
+    cfg.run.time_budget_minutes = 1.0
+    collector = make_collector(cfg)
+    try:
+        model = build_policy_model(cfg, collector.env.obs_dim, collector.env.num_actions)
+        weights = PPOLearner(cfg, model, torch.device("cpu"), collector.env.obs_dim).policy_weights()
+        assert collector.collect(weights, global_step=10, train_seconds=29.0).teacher_actions is not None
+        assert collector.collect(weights, global_step=10, train_seconds=30.0).teacher_actions is None
+    finally:
+        collector.close()
+
+
 def test_pool_arenas_ask_the_rule_bot_once_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
     """With the kickstart on, the rule bot's rows label the learner and drive the pool's rule-bot opponents
     from one call per step (it used to be asked twice: once to label, once to play)."""

@@ -13,6 +13,14 @@ def test_the_start_up_summary_names_the_kickstart() -> None:
     assert describe_kickstart(decaying) == (
         "toward the rule bot's action, weight 0.5, falling to 0 at 10,000,000 agent steps"
     )
+    ppo = {"kickstart_coef": 0.5, "kickstart_steps": 5_000_000, "kickstart_fraction": 0.4}
+    by_the_clock = build_config({"ppo": ppo})
+    assert describe_kickstart(by_the_clock) == (
+        "toward the rule bot's action, weight 0.5, falling to 0 at 5,000,000 agent steps or 40 % of the run, "
+        "whichever comes first"
+    )
+    fraction = build_config({"ppo": {"kickstart_coef": 1.0, "kickstart_fraction": 0.25}})
+    assert describe_kickstart(fraction) == "toward the rule bot's action, weight 1, falling to 0 at 25 % of the run"
     released = build_config({"ppo": {"kickstart_coef": 0.5, "kickstart_steps": 5_000_000, "release_kl_coef": 0.5}})
     assert describe_kickstart(released) == (
         "toward the rule bot's action, weight 0.5, falling to 0 at 5,000,000 agent steps; then KL toward the "

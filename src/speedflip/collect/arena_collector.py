@@ -180,9 +180,11 @@ class ArenaCollector:
         """The backend's own metrics for the iteration record (none in process; see the Ray collector)."""
         return {}
 
-    def collect(self, weights: PolicyWeights, global_step: int = 0) -> Rollout:
+    def collect(self, weights: PolicyWeights, global_step: int = 0, train_seconds: float = 0.0) -> Rollout:
         """``num_steps`` steps in every arena, acted by ``weights``; ``global_step`` (agent steps so far)
-        dates the rated pool games in ``games.csv``.
+        dates the rated pool games in ``games.csv``; with ``train_seconds`` (the run's training time) it
+        tells whether the kickstart still runs (:func:`~speedflip.schedule.kickstart_coef`), and so whether
+        the rule bot labels the learner's states.
 
         A rollout during which a collection worker was restarted is discarded (the restarted arenas
         were cut mid-episode, their steps would mix two worlds) and collected again; the count is in
@@ -194,7 +196,7 @@ class ArenaCollector:
             self.rng_state_at_start = self.env.get_rng_state()
             while True:
                 restarts = self.env.worker_restarts
-                rollout = self._rollout(global_step)
+                rollout = self._rollout(global_step, train_seconds)
                 if self.env.worker_restarts == restarts:
                     break
                 discarded += 1
@@ -219,10 +221,10 @@ class ArenaCollector:
         return torch.as_tensor(array, device=self.device)
 
     @torch.no_grad()
-    def _rollout(self, global_step: int) -> Rollout:
+    def _rollout(self, global_step: int, train_seconds: float) -> Rollout:
         cols, env, model = self.learner_rows, self.env, self.model
         T = self.cfg.ppo.num_steps
-        teaching = self.teacher is not None and kickstart_coef(self.cfg, global_step) > 0
+        teaching = self.teacher is not None and kickstart_coef(self.cfg, global_step, train_seconds) > 0
         buf = _Buffers.empty(
             T, len(cols), env.obs_dim, env.num_actions, self.env_cfg.env.action_form, self.masking, teaching
         )

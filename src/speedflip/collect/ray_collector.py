@@ -471,8 +471,9 @@ class RayCollector:
         self.inflight[ref] = index
         self.busy.add(index)
 
-    def collect(self, weights: PolicyWeights, global_step: int = 0) -> Rollout:
-        """The next rollout at most ``run.max_policy_lag`` versions behind ``weights`` (see the module docs)."""
+    def collect(self, weights: PolicyWeights, global_step: int = 0, train_seconds: float = 0.0) -> Rollout:
+        """The next rollout at most ``run.max_policy_lag`` versions behind ``weights`` (see the module docs).
+        ``train_seconds`` is the in-process collector's (the kickstart's clock); Ray actors never kickstart."""
         ray, run = self.ray, self.cfg.run
         start = time.perf_counter()
         put_seconds = None

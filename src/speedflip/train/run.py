@@ -311,7 +311,12 @@ class RocketLeagueSession:
 def describe_kickstart(cfg: Config) -> str:
     """The start-up summary's line for ``ppo.kickstart_coef``: the teacher, the weight and how long it lasts."""
     ppo = cfg.ppo
-    lasts = "all run long" if ppo.kickstart_steps is None else f"falling to 0 at {ppo.kickstart_steps:,} agent steps"
+    ends = [f"{ppo.kickstart_steps:,} agent steps"] if ppo.kickstart_steps is not None else []
+    if ppo.kickstart_fraction is not None:
+        ends.append(f"{ppo.kickstart_fraction * 100:g} % of the run")
+    lasts = f"falling to 0 at {' or '.join(ends)}" if ends else "all run long"
+    if len(ends) > 1:
+        lasts += ", whichever comes first"
     released = (
         f"; then KL toward the policy as it was then, weight {ppo.release_kl_coef:g}" if ppo.release_kl_coef > 0 else ""
     )

@@ -209,7 +209,7 @@ class Trainer:
             thread = threading.Thread(target=self._background_update, args=pending, name="ppo-update", daemon=True)
             thread.start()
         try:
-            rollout = self.collector.collect(weights, self.global_step)
+            rollout = self.collector.collect(weights, self.global_step, self.train_clock())
         finally:
             if thread is not None:
                 thread.join()
@@ -235,7 +235,7 @@ class Trainer:
         step = self.global_step
         seconds = self.train_clock()
         rate = learning_rate(self.cfg, step, self.learner.learning_rate, seconds)
-        kickstart = kickstart_coef(self.cfg, step)
+        kickstart = kickstart_coef(self.cfg, step, seconds)
         self.learner.set_hyperparameters(rate, ent_coef(self.cfg, step, seconds), kickstart)
         # the kickstart's weight reached 0 (release_kl_coef needs one that ends): KL toward the policy as it is now
         if self.cfg.ppo.release_kl_coef > 0 and kickstart == 0 and self.learner.release_anchor is None:
@@ -411,7 +411,7 @@ def summarize_iteration(
         record[f"losses/{key}"] = metrics.get(key)
     record["charts/learning_rate"] = metrics.get("learning_rate")
     if trainer.cfg.ppo.kickstart_coef > 0:  # kickstarting: the weight used and how far the policy is from the rule bot
-        record["charts/kickstart_coef"] = kickstart_coef(trainer.cfg, trainer.global_step)
+        record["charts/kickstart_coef"] = kickstart_coef(trainer.cfg, trainer.global_step, trainer.train_clock())
         record["losses/kickstart_cross_entropy"] = metrics.get("kickstart_cross_entropy")
         record["losses/kickstart_agreement"] = metrics.get("kickstart_agreement")
     if trainer.cfg.ppo.release_kl_coef > 0:
