@@ -379,11 +379,12 @@ def evaluate_seed(
 ) -> None:
     """Evaluate every snapshot of one seed: its newest checkpoint (``False`` in ``bots``) and the bot a user
     would ship then (``True``: the best-rated milestone so far; ``--shipped`` asks for it alone, for runs
-    measured before it existed). A checkpoint or milestone seen before at the same game count reuses its
-    results."""
+    measured before it existed). A policy evaluated before at the same game count reuses its results: a
+    milestone and a checkpoint of the same agent step hold the same weights (the final snapshot is often the
+    shipped bot), so they are played once."""
     run_dir = Path(result["run_dir"])
     rated = rated_milestones(run_dir)
-    done: dict[tuple[bool, int, int], dict[str, Any]] = {}  # (shipped, agent steps, games) -> results
+    done: dict[tuple[int, int], dict[str, Any]] = {}  # (agent steps, games) -> results
     for snap in result["snapshots"]:
         if snap.get("path") is None:
             continue
@@ -393,7 +394,7 @@ def evaluate_seed(
             if shipped and snap["shipped"] is None:
                 continue
             steps = snap["shipped"]["agent_steps"] if shipped else snap["agent_steps"]
-            key = (shipped, steps, games)
+            key = (steps, games)
             if key in done:
                 snap["shipped_results" if shipped else "results"] = done[key]
                 continue
