@@ -5,7 +5,9 @@ Thousands of them are played in a 30-minute ``1v1`` run, so their mean is a far 
 the learner plays, sampling its actions as in training, than 100 evaluation games of one checkpoint. This
 prints, per run directory: the mean score from ``--from-steps`` agent steps on (with its standard error and the
 number of games), the mean by bins of ``--bin-steps``, the training goals per agent-minute over the same span
-(``charts/goals_per_minute`` of ``metrics.jsonl``) and the learning rate at the first and last iteration.
+(``charts/goals_per_minute`` of ``metrics.jsonl``), the median approximate KL of the updates over the span
+(``losses/approx_kl``: how far each update moved the policy; PPO updates usually aim near 0.01), the policy's
+entropy at the last iteration, and the learning rate at the first and last iteration.
 ``--json`` writes the same, ``--plot`` a PNG of the binned score against agent steps (one line per run).
 
 Usage::
@@ -40,6 +42,8 @@ class LearnerScore:
     goals_per_minute: float | None = None
     learning_rate_first: float | None = None
     learning_rate_last: float | None = None
+    update_kl_median: float | None = None  # median losses/approx_kl of the iterations from from_steps on
+    entropy_last: float | None = None  # losses/entropy of the last iteration
 
 
 def read_scores(games_csv: Path, opponent: str) -> list[tuple[int, float]]:
@@ -93,6 +97,9 @@ def learner_score(
     goals = [r["charts/goals_per_minute"] for r in records
              if r.get("global_step", 0) >= from_steps and r.get("charts/goals_per_minute") is not None]  # fmt: skip
     rates = [r["charts/learning_rate"] for r in records if r.get("charts/learning_rate") is not None]
+    kls = sorted(r["losses/approx_kl"] for r in records
+                 if r.get("global_step", 0) >= from_steps and r.get("losses/approx_kl") is not None)  # fmt: skip
+    entropies = [r["losses/entropy"] for r in records if r.get("losses/entropy") is not None]
     return LearnerScore(
         run=str(run_dir),
         opponent=opponent,
@@ -105,7 +112,17 @@ def learner_score(
         goals_per_minute=sum(goals) / len(goals) if goals else None,
         learning_rate_first=rates[0] if rates else None,
         learning_rate_last=rates[-1] if rates else None,
+        update_kl_median=median(kls),
+        entropy_last=entropies[-1] if entropies else None,
     )
+
+
+def median(values: list[float]) -> float | None:
+    """The median of sorted ``values`` (the mean of the middle two for an even count); ``None`` if empty."""
+    n = len(values)
+    if n == 0:
+        return None
+    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
 
 
 def describe(r: LearnerScore) -> str:
@@ -116,7 +133,8 @@ def describe(r: LearnerScore) -> str:
     return (
         f"{r.run}: {r.steps:,} agent steps; learner vs {r.opponent} from {r.from_steps / 1e6:g}M: {f(r.score)} "
         f"+-{f(r.stderr)} ({r.games:,} games); goals per agent-minute {f(r.goals_per_minute)}; learning rate "
-        f"{f(r.learning_rate_first, '.3g')} -> {f(r.learning_rate_last, '.3g')}\n  by bin: {by_bin or '-'}"
+        f"{f(r.learning_rate_first, '.3g')} -> {f(r.learning_rate_last, '.3g')}; update KL median "
+        f"{f(r.update_kl_median, '.2g')}, last entropy {f(r.entropy_last, '.2f')}\n  by bin: {by_bin or '-'}"
     )
 
 

@@ -34,10 +34,14 @@ def make_run(tmp_path: Path) -> Path:
         game(6_000_000, "rule", 0.0, a="main@5000000"),  # a milestone's rating game, not the learner's
     ])  # fmt: skip
     records = [
-        {"global_step": 4_000_000, "charts/goals_per_minute": 9.0, "charts/learning_rate": 2e-4},
-        {"global_step": 5_000_000, "charts/goals_per_minute": 1.0, "charts/learning_rate": 1e-4},
-        {"global_step": 7_000_000, "charts/goals_per_minute": 2.0, "charts/learning_rate": 5e-5},
-    ]
+        {"global_step": 4_000_000, "charts/goals_per_minute": 9.0, "charts/learning_rate": 2e-4,
+         "losses/approx_kl": 0.5, "losses/entropy": 3.0},
+        {"global_step": 5_000_000, "charts/goals_per_minute": 1.0, "charts/learning_rate": 1e-4,
+         "losses/approx_kl": 0.004, "losses/entropy": 1.0},
+        {"global_step": 6_000_000, "losses/approx_kl": 0.001},
+        {"global_step": 7_000_000, "charts/goals_per_minute": 2.0, "charts/learning_rate": 5e-5,
+         "losses/approx_kl": 0.002, "losses/entropy": 0.75},
+    ]  # fmt: skip
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return run
 
@@ -51,6 +55,10 @@ def test_the_score_counts_the_learners_games_from_the_step_on(learner_score: Mod
     assert r.bins == [(0, 0.0, 1), (4_000_000, 0.75, 2), (6_000_000, 0.5, 2)]
     assert r.goals_per_minute == pytest.approx(1.5)  # (1 + 2) / 2: the record at 4M is before the span
     assert (r.learning_rate_first, r.learning_rate_last, r.steps) == (2e-4, 5e-5, 7_000_000)
+    # KL from 5M: 0.004, 0.001, 0.002 -> median 0.002 (0.5 at 4M is before the span); the last entropy 0.75
+    assert r.update_kl_median == pytest.approx(0.002) and r.entropy_last == 0.75
+    early = learner_score.learner_score(tmp_path / "run", from_steps=0)
+    assert early.update_kl_median == pytest.approx((0.002 + 0.004) / 2)  # 0.001, 0.002, 0.004, 0.5: the middle two
     idle = learner_score.learner_score(tmp_path / "run", opponent="idle", from_steps=0)
     assert (idle.games, idle.score, idle.stderr) == (1, 1.0, None)
 
@@ -61,7 +69,8 @@ def test_main_prints_writes_json_and_refuses_what_is_not_a_run(
     run = make_run(tmp_path)
     out = tmp_path / "r.json"
     assert learner_score.main([str(run), "--json", str(out)]) == 0
-    assert "0.625 +-0.239 (4 games)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "0.625 +-0.239 (4 games)" in printed and "update KL median 0.002, last entropy 0.75" in printed
     assert json.loads(out.read_text())[0]["score"] == pytest.approx(0.625)
     assert learner_score.main([str(tmp_path / "nothing")]) == 2
     assert "does not exist" in capsys.readouterr().err
