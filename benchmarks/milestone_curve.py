@@ -2,16 +2,17 @@
 
 A lever compared on one shipped bot (the best-rated milestone) carries the pick's noise: neighbouring
 milestones of one run differ by up to 0.3 in mean win rate (docs/learning.md, seventh session). This
-script evaluates several milestones of each run, deterministic (as the exported bot plays), against the
-rule bot, the idle car and the two evaluation-only bots of ``benchmarks/eval_opponents.py``, with the same
-``speedflip eval`` call as ``skill_curve.py`` (fixed seed, sides swapped, 60-second games). Chosen per run:
-every ``--every``-th milestone from ``--from-steps`` and the last ``--last`` ones, all at or below
-``--until-steps`` (so runs that trained further can be compared step for step). Results already in the
-output JSON are kept and not played again; the summary per run is the mean win rate of its last ``--last``
-milestones over the opponents.
+script evaluates several milestones of each run, deterministic (as the exported bot plays; ``--stochastic``:
+sampling its actions, as in training), against the rule bot, the idle car and the two evaluation-only bots of
+``benchmarks/eval_opponents.py``, with the same ``speedflip eval`` call as ``skill_curve.py`` (fixed seed,
+sides swapped, 60-second games). Chosen per run: every ``--every``-th milestone from ``--from-steps`` and the
+last ``--last`` ones, all at or below ``--until-steps`` (so runs that trained further can be compared step for
+step). Results already in the output JSON are kept and not played again; the summary per run is the mean win
+rate of its last ``--last`` milestones over the opponents.
 
     python benchmarks/milestone_curve.py RUN [RUN ...] --last 4 --games 40 --out milestones.json
     python benchmarks/milestone_curve.py RUN --until-steps 32100000 --last 4 --out milestones.json
+    python benchmarks/milestone_curve.py RUN --every 1 --last 1 --opponents rule idle --stochastic --out sampled.json
     python benchmarks/milestone_curve.py --summarize milestones.json
 """
 
@@ -49,15 +50,34 @@ def choose(folders: list[Path], from_steps: int, until_steps: int | None, every:
     return sorted(set(strided) | set(tail), key=lambda p: int(p.name))
 
 
-def evaluate(milestone: Path, opponent: str, games: int, seed: int) -> dict[str, Any]:
-    """One ``speedflip eval`` of a milestone, deterministic, against ``opponent``."""
+def eval_command(milestone: Path, opponent: str, games: int, seed: int, stochastic: bool, tmp: Path) -> list[str]:
+    """The ``speedflip eval`` call of one milestone against ``opponent`` (its league and JSON in ``tmp``)."""
+    return [
+        *speedflip_cmd(), "eval", str(milestone), opponent_spec(opponent), "--games", str(games),
+        "--game-seconds", "60", "--seed", str(seed), "--league", str(tmp / "league.json"),
+        "--json", str(tmp / "eval.json"), *(["--stochastic"] if stochastic else []),
+    ]  # fmt: skip
+
+
+def action_mode(stochastic: bool) -> str:
+    return "stochastic" if stochastic else "deterministic"
+
+
+def resume_mismatch(report: dict[str, Any], opponents: list[str], games: int, stochastic: bool) -> str | None:
+    """Why a written report cannot be continued with these settings (``None`` if it can). Reports written
+    before the action mode was recorded were deterministic."""
+    if report["opponents"] != opponents or report["games"] != games:
+        return "other opponents or game counts"
+    if report.get("action_mode", "deterministic") != action_mode(stochastic):
+        return f"{report.get('action_mode', 'deterministic')} play, not {action_mode(stochastic)}"
+    return None
+
+
+def evaluate(milestone: Path, opponent: str, games: int, seed: int, stochastic: bool = False) -> dict[str, Any]:
+    """One ``speedflip eval`` of a milestone against ``opponent``, deterministic unless ``stochastic``."""
     with tempfile.TemporaryDirectory() as tmp:
         json_path = Path(tmp) / "eval.json"
-        cmd = [
-            *speedflip_cmd(), "eval", str(milestone), opponent_spec(opponent), "--games", str(games),
-            "--game-seconds", "60", "--seed", str(seed), "--league", str(Path(tmp) / "league.json"),
-            "--json", str(json_path),
-        ]  # fmt: skip
+        cmd = eval_command(milestone, opponent, games, seed, stochastic, Path(tmp))
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "160"})
         if proc.returncode != 0:
@@ -74,7 +94,8 @@ def summarize(report: dict[str, Any]) -> str:
     """Per run: each chosen milestone's wins per opponent and the mean of the last ``last`` milestones."""
     lines = []
     for run, entry in report["runs"].items():
-        lines.append(f"{run}  (last {entry['last']} up to {entry['until_steps'] or 'the end'})")
+        mode = report.get("action_mode", "deterministic")
+        lines.append(f"{run}  ({mode}; last {entry['last']} up to {entry['until_steps'] or 'the end'})")
         means = []
         for step in sorted(entry["milestones"], key=int):
             row = entry["milestones"][step]
@@ -103,6 +124,7 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=40)
     parser.add_argument("--eval-seed", type=int, default=0)
     parser.add_argument("--opponents", nargs="+", default=list(DEFAULT_OPPONENTS))
+    parser.add_argument("--stochastic", action="store_true", help="sample the milestones' actions (default: argmax)")
     args = parser.parse_args()
     if args.summarize:
         print(summarize(json.loads(args.summarize.read_text())))
@@ -110,11 +132,13 @@ def main() -> None:
     if not args.runs or args.out is None:
         parser.error("give run directories and --out JSON (or --summarize JSON)")
     report: dict[str, Any] = {"benchmark": "milestone_curve", "opponents": args.opponents, "games": args.games,
-                              "eval_seed": args.eval_seed, "command": sys.argv, "runs": {}}  # fmt: skip
+                              "eval_seed": args.eval_seed, "action_mode": action_mode(args.stochastic),
+                              "command": sys.argv, "runs": {}}  # fmt: skip
     if args.out.is_file():
         report = json.loads(args.out.read_text())
-        if report["opponents"] != args.opponents or report["games"] != args.games:
-            raise SystemExit(f"{args.out} holds other opponents or game counts; pick another --out")
+        mismatch = resume_mismatch(report, args.opponents, args.games, args.stochastic)
+        if mismatch:
+            raise SystemExit(f"{args.out} holds {mismatch}; pick another --out")
     for run in args.runs:
         chosen = choose(milestone_folders(run, args.stage), args.from_steps, args.until_steps, args.every, args.last)
         key = f"{run.resolve()}@{args.until_steps or 'end'}"
@@ -124,7 +148,7 @@ def main() -> None:
             row = entry["milestones"].setdefault(folder.name, {})
             for opponent in args.opponents:
                 if opponent not in row:
-                    row[opponent] = evaluate(folder, opponent, args.games, args.eval_seed)
+                    row[opponent] = evaluate(folder, opponent, args.games, args.eval_seed, args.stochastic)
                     print(f"{run.name} {int(folder.name):,} vs {opponent}: {row[opponent]['wins']} / "
                           f"{row[opponent]['draws']} / {row[opponent]['losses']}", flush=True)  # fmt: skip
                     args.out.write_text(json.dumps(report, indent=1))

@@ -63,3 +63,22 @@ def test_summary_means_the_last_milestones_over_the_opponents(milestone_curve: M
 def test_a_folder_without_milestones_is_a_clear_error(milestone_curve: ModuleType, tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="has no milestones"):
         milestone_curve.milestone_folders(tmp_path, "main")
+
+
+def test_the_eval_call_samples_only_when_asked(milestone_curve: ModuleType, tmp_path: Path) -> None:
+    argmax = milestone_curve.eval_command(Path("/r/m/1000"), "rule", 40, 0, False, tmp_path)
+    sampled = milestone_curve.eval_command(Path("/r/m/1000"), "rule", 40, 0, True, tmp_path)
+    assert "--stochastic" not in argmax and sampled[-1] == "--stochastic" and sampled[:-1] == argmax
+    assert argmax[argmax.index("--games") + 1] == "40"
+    assert argmax[argmax.index("--json") + 1] == str(tmp_path / "eval.json")
+
+
+def test_a_report_is_continued_only_in_its_own_action_mode(milestone_curve: ModuleType) -> None:
+    old = {"opponents": ["rule", "idle"], "games": 40}  # written before the mode was recorded: deterministic
+    assert milestone_curve.resume_mismatch(old, ["rule", "idle"], 40, False) is None
+    assert milestone_curve.resume_mismatch(old, ["rule", "idle"], 40, True) == "deterministic play, not stochastic"
+    sampled = {**old, "action_mode": "stochastic"}
+    assert milestone_curve.resume_mismatch(sampled, ["rule", "idle"], 40, True) is None
+    assert milestone_curve.resume_mismatch(sampled, ["rule"], 40, True) == "other opponents or game counts"
+    assert "(stochastic; last 2" in milestone_curve.summarize({**sampled, "runs": {"/r@end": {
+        "last": 2, "until_steps": None, "tail": [], "milestones": {}}}})  # fmt: skip
