@@ -21,6 +21,7 @@ import argparse
 import csv
 import json
 import math
+import statistics
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -97,8 +98,8 @@ def learner_score(
     goals = [r["charts/goals_per_minute"] for r in records
              if r.get("global_step", 0) >= from_steps and r.get("charts/goals_per_minute") is not None]  # fmt: skip
     rates = [r["charts/learning_rate"] for r in records if r.get("charts/learning_rate") is not None]
-    kls = sorted(r["losses/approx_kl"] for r in records
-                 if r.get("global_step", 0) >= from_steps and r.get("losses/approx_kl") is not None)  # fmt: skip
+    kls = [r["losses/approx_kl"] for r in records
+           if r.get("global_step", 0) >= from_steps and r.get("losses/approx_kl") is not None]  # fmt: skip
     entropies = [r["losses/entropy"] for r in records if r.get("losses/entropy") is not None]
     return LearnerScore(
         run=str(run_dir),
@@ -112,17 +113,9 @@ def learner_score(
         goals_per_minute=sum(goals) / len(goals) if goals else None,
         learning_rate_first=rates[0] if rates else None,
         learning_rate_last=rates[-1] if rates else None,
-        update_kl_median=median(kls),
+        update_kl_median=statistics.median(kls) if kls else None,
         entropy_last=entropies[-1] if entropies else None,
     )
-
-
-def median(values: list[float]) -> float | None:
-    """The median of sorted ``values`` (the mean of the middle two for an even count); ``None`` if empty."""
-    n = len(values)
-    if n == 0:
-        return None
-    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
 
 
 def describe(r: LearnerScore) -> str:
