@@ -71,6 +71,10 @@ def test_eval_run_vs_rule_then_league(tmp_path: Path, run_1v1: Path) -> None:
     detail = data["own_goals_detail"]
     assert sum(g["conceded_by_a"] for g in detail) == data["own_goals_a"]
     assert sum(not g["conceded_by_a"] for g in detail) == data["own_goals_b"]
+    # the games without a goal of each side agree with the games' records, and the table shows them
+    assert data["scoreless_a"] == sum(g["goals_a"] == 0 for g in data["games_detail"])
+    assert data["scoreless_b"] == sum(g["goals_b"] == 0 for g in data["games_detail"])
+    assert "games without a goal" in out.stdout
 
     out = _cli("league", str(run), cwd=work)
     assert out.returncode == 0, out.stdout + out.stderr

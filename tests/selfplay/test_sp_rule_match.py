@@ -71,6 +71,7 @@ def test_summarize_by_hand() -> None:
     assert (s.touches_a, s.touches_b, s.shots_a, s.shots_b, s.saves_a, s.saves_b) == (4, 8, 12, 16, 0, 4)
     assert results[1].score_a == 0.5 and results[2].as_dict()["score_a"] == 0.0
     assert s.distinct_games == 4
+    assert (s.scoreless_a, s.scoreless_b) == (2, 2)  # A: the 0:0 and the 0:3; B: the 0:0 and the 1:0
 
 
 def test_distinct_games_counts_replayed_games_once() -> None:

@@ -170,6 +170,7 @@ def run_eval(
         "distinct games (deterministic play repeats games)", f"{summary.distinct_games} of {summary.games}", ""
     )
     table.add_row("goals", str(summary.goals_a), str(summary.goals_b))
+    table.add_row("games without a goal", str(summary.scoreless_a), str(summary.scoreless_b))
     table.add_row("own goals (conceded off the own last touch)", str(summary.own_goals_a), str(summary.own_goals_b))
     table.add_row("  of them touched last from upfield of the ball", str(upfield[0]), str(upfield[1]))
     table.add_row("shots", str(summary.shots_a), str(summary.shots_b))

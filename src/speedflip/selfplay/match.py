@@ -92,6 +92,9 @@ class OwnGoal:
 class MatchSummary:
     """Totals over a match: wins/draws/losses of A with a 95% interval of A's score rate.
 
+    ``scoreless_a`` / ``scoreless_b``: the games in which A / B scored no goal. A game is won by scoring within its
+    time, so a player that outplays its opponent but scores slowly draws; these counts show it.
+
     ``distinct_games``: how many games differ in their record (side, goals, own goals, touches, shots, saves;
     :func:`game_record`). Deterministic players (the rule bot, the idle car, a neural policy playing its most
     likely action) on a handful of kickoff spots replay whole games; the interval assumes independent games,
@@ -116,6 +119,8 @@ class MatchSummary:
     own_goals_a: int
     own_goals_b: int
     distinct_games: int
+    scoreless_a: int = 0
+    scoreless_b: int = 0
 
 
 def game_record(result: GameResult) -> tuple[object, ...]:
@@ -150,6 +155,8 @@ def summarize(results: list[GameResult]) -> MatchSummary:
         own_goals_a=sum(r.own_goals_a for r in results),
         own_goals_b=sum(r.own_goals_b for r in results),
         distinct_games=len({game_record(r) for r in results}),
+        scoreless_a=sum(r.goals_a == 0 for r in results),
+        scoreless_b=sum(r.goals_b == 0 for r in results),
     )
 
 
