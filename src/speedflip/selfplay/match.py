@@ -119,8 +119,8 @@ class MatchSummary:
     own_goals_a: int
     own_goals_b: int
     distinct_games: int
-    scoreless_a: int = 0
-    scoreless_b: int = 0
+    scoreless_a: int
+    scoreless_b: int
 
 
 def game_record(result: GameResult) -> tuple[object, ...]:
