@@ -16,9 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from speedflip.selfplay.match import GameResult, summarize
 
 
 @dataclass(frozen=True)
@@ -39,24 +41,26 @@ class Scoring:
 
 
 def count(report: dict[str, Any], name: str) -> Scoring:
-    """The counts of one report (its ``games_detail``: one record per game, A's and B's goals)."""
+    """The counts of one report (its ``games_detail``: one :class:`GameResult` record per game), by the
+    summary ``speedflip eval`` prints, plus the 0:0 draws."""
     games = report.get("games_detail")
     if not isinstance(games, list) or not games:
         raise ValueError(f"'{name}' has no games_detail: give a report written by `speedflip eval ... --json F`")
-    goals = [(int(g["goals_a"]), int(g["goals_b"])) for g in games]
-    n = len(goals)
+    names = {f.name for f in fields(GameResult)}
+    results = [GameResult(**{k: v for k, v in g.items() if k in names}) for g in games]
+    summary = summarize(results)
     return Scoring(
         report=name,
         player_b=str(report.get("player_b", "?")),
         action_mode=str(report.get("action_mode", "deterministic")),
-        games=n,
-        wins=sum(a > b for a, b in goals),
-        draws=sum(a == b for a, b in goals),
-        losses=sum(a < b for a, b in goals),
-        scoreless=sum(a == 0 for a, _ in goals),
-        goalless_draws=sum(a == 0 and b == 0 for a, b in goals),
-        goals_per_game_a=sum(a for a, _ in goals) / n,
-        goals_per_game_b=sum(b for _, b in goals) / n,
+        games=summary.games,
+        wins=summary.wins,
+        draws=summary.draws,
+        losses=summary.losses,
+        scoreless=summary.scoreless_a,
+        goalless_draws=sum(r.goals_a == 0 and r.goals_b == 0 for r in results),
+        goals_per_game_a=summary.goals_a / summary.games,
+        goals_per_game_b=summary.goals_b / summary.games,
     )
 
 

@@ -9,6 +9,7 @@ from types import ModuleType
 import pytest
 
 from benchmark_modules import load_benchmark
+from speedflip.selfplay.match import GameResult
 
 
 @pytest.fixture
@@ -20,7 +21,9 @@ def report(goals: list[tuple[int, int]]) -> dict[str, object]:
     return {
         "player_b": "idle",
         "action_mode": "stochastic",
-        "games_detail": [{"goals_a": a, "goals_b": b} for a, b in goals],
+        "games_detail": [
+            GameResult(k, k % 2 == 0, a, b, 3, 1, 0, 0, 0, 0, 60.0).as_dict() for k, (a, b) in enumerate(goals)
+        ],
     }
 
 
