@@ -63,6 +63,33 @@ def test_the_score_counts_the_learners_games_from_the_step_on(learner_score: Mod
     assert (idle.games, idle.score, idle.stderr) == (1, 1.0, None)
 
 
+def test_the_within_shares_count_the_games_decided_inside_the_clock(
+    learner_score: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = make_run(tmp_path)  # four games from 5M without a length: not timed
+    append_games(run / "games.csv", [
+        {**game(5_100_000, "rule", 1.0), "seconds": 12.5},  # won inside the minute
+        {**game(5_200_000, "rule", 1.0), "seconds": 75.0},  # won, but after 60 s: a 0:0 at the evaluation's clock
+        {**game(5_300_000, "rule", 0.0), "seconds": 60.0},  # lost at 60 s exactly: inside
+        {**game(5_400_000, "rule", 0.5), "seconds": 30.0},  # a draw (no-touch timeout)
+        {**game(4_900_000, "rule", 1.0), "seconds": 5.0},  # before the span
+        {**game(5_500_000, "idle", 1.0), "seconds": 5.0},  # another opponent
+        {**game(5_600_000, "rule", 1.0), "seconds": 60.0, "touches_a": 9},  # a periodic evaluation game: left out
+    ])  # fmt: skip
+    r = learner_score.learner_score(run)
+    # timed from 5M against rule: 4 games; won within 60 s: 1 of 4; decided within 60 s: 2 of 4
+    assert (r.timed_games, r.won_within, r.goal_within) == (4, 0.25, 0.5)
+    assert r.games == 8  # the score still counts every game of the span
+    longer = learner_score.learner_score(run, game_seconds=80.0)
+    assert (longer.won_within, longer.goal_within) == (0.5, 0.75)
+    (tmp_path / "old").mkdir()
+    assert learner_score.learner_score(make_run(tmp_path / "old")).won_within is None  # no lengths logged
+    assert learner_score.main([str(run), "--from-steps", "5000000"]) == 0
+    assert "of 4 games with their length: won by a goal within 60 s 0.250, any goal within 60 s 0.500" in (
+        capsys.readouterr().out
+    )
+
+
 def test_main_prints_writes_json_and_refuses_what_is_not_a_run(
     learner_score: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

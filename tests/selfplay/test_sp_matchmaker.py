@@ -131,6 +131,40 @@ def test_on_step_rates_wins_losses_and_draws_vs_rule(env: RocketLeagueVecEnv, tm
     assert (tmp_path / "games.csv").read_text().count("\n") == 4
 
 
+def test_games_csv_logs_each_games_length_in_game_seconds(env: RocketLeagueVecEnv, tmp_path: Path) -> None:
+    sp = SelfPlayConfig(opponent_share=0.5)
+    # tick_skip 8: one env step is 8 / 120 s of game
+    table, obs_dim = env.actions.table, env.obs_dim
+    mm = Matchmaker(sp, 0.5, 4, env.car_teams, table, obs_dim, tmp_path, seed=0, step_seconds=8 / 120)
+    mm.sample(np.arange(4))
+    no, none = np.zeros(8, bool), np.array([-1, -1, -1, -1])
+    for step in range(899):  # 899 steps in which no arena ends
+        mm.on_step(no, no, none, global_step=step)
+    mm.on_step(_done(0), no, np.array([0, -1, -1, -1]), global_step=899)  # arena 0: a goal on step 900 = 60 s
+    for step in range(150):
+        mm.on_step(no, no, none, global_step=900 + step)
+    # arena 0 restarted after its goal: 151 steps later it times out (10.0667 s); arena 1 ran all 1051 (70.0667 s)
+    mm.on_step(_done(0), _done(1), none, global_step=1050)
+    mm.on_step(_done(1), no, np.array([-1, 1, -1, -1]), global_step=1051)  # arena 1 again, after 1 step
+    mm.flush()
+    with (tmp_path / "games.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["step"], r["score_a"], float(r["seconds"])) for r in rows] == [
+        ("899", "1.0", 60.0),
+        ("1050", "0.5", round(151 * 8 / 120, 4)),  # logged to 0.1 ms
+        ("1050", "0.5", round(1051 * 8 / 120, 4)),
+        ("1051", "1.0", round(8 / 120, 4)),
+    ]
+    # without step_seconds the column stays empty (as for games written before it existed)
+    plain = Matchmaker(sp, 0.5, 4, env.car_teams, table, obs_dim, tmp_path / "plain", seed=0)
+    (tmp_path / "plain").mkdir()
+    plain.sample(np.arange(4))
+    plain.on_step(_done(0), no, np.array([0, -1, -1, -1]), global_step=1)
+    plain.flush()
+    with (tmp_path / "plain" / "games.csv").open(newline="") as f:
+        assert [r["seconds"] for r in csv.DictReader(f)] == [""]
+
+
 def test_snapshot_opponent_is_rated_zero_sum(env: RocketLeagueVecEnv, run_1v1: Path) -> None:
     mm = _matchmaker(env, include_rule=False)
     ckpt = list_checkpoints(run_1v1 / "checkpoints")[-1]

@@ -86,8 +86,12 @@ def test_training_with_the_pool(tmp_path: Path) -> None:
 
     games = _games(run)
     assert all(g["player_a"] == "learner" for g in games)
-    evals = [g for g in games if g["seconds"]]  # evaluation games record their length; pool games do not
-    pool = [g for g in games if not g["seconds"]]
+    evals = [g for g in games if g["touches_a"]]  # evaluation games record their match statistics
+    pool = [g for g in games if not g["touches_a"]]
+    assert {g["seconds"] for g in evals} == {"5.0"}  # selfplay.eval_game_seconds
+    # a pool game's length: its decisions (8 ticks each) until a goal or the 2 s timeouts (30 decisions)
+    assert all(0 < round(float(g["seconds"]) * 120 / 8, 3) <= 30 for g in pool)
+    assert all(round(float(g["seconds"]) * 120 / 8, 3).is_integer() for g in pool)
     assert [int(g["step"]) for g in evals] == [192, 192, 384, 384, 576, 576]
     assert {g["player_b"] for g in evals} == {"rule"}
     assert [g["a_is_blue"] for g in evals[:2]] == ["True", "False"]

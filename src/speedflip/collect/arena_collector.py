@@ -31,6 +31,7 @@ from speedflip.device import torch_threads
 from speedflip.env.action_forms import action_mask, controls_from_continuous, controls_from_multi_discrete
 from speedflip.env.actions import NUM_CONTROLS
 from speedflip.env.episodes import episode_means
+from speedflip.env.layout import TICK_RATE
 from speedflip.env.vec_env import RocketLeagueVecEnv, StepResult
 from speedflip.errors import RunStoppedError
 from speedflip.models.build import PolicyModel
@@ -152,6 +153,7 @@ class ArenaCollector:
         self.matchmaker = Matchmaker(
             selfplay, stage_opponent_share(cfg, stage), self.env.num_arenas, self.car_teams,
             self.env.actions.table, self.env.obs_dim, run_dir, cfg.run.seed + 17 * stage,
+            step_seconds=self.env_cfg.env.tick_skip / TICK_RATE,
         )  # fmt: skip
         if run_dir is not None:
             self.matchmaker.load_milestones(run_dir / "milestones")

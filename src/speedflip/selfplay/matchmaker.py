@@ -86,8 +86,13 @@ class Matchmaker:
         obs_dim: int,
         run_dir: Path | None,
         seed: int,
+        step_seconds: float | None = None,
     ) -> None:
         self.cfg = cfg
+        # game seconds per env step (tick_skip / 120): the length of every rated game is logged to
+        # games.csv ("seconds"); None leaves that column empty
+        self.step_seconds = step_seconds
+        self.game_steps = np.zeros(num_arenas, np.int64)  # env steps since each arena's episode began
         self.num_arenas = num_arenas
         self.car_teams = car_teams
         self.num_cars = car_teams.shape[0]
@@ -269,7 +274,11 @@ class Matchmaker:
         if ended.size:
             for policy in self._policies.values():
                 policy.reset(ended)
-        done = (terminated | truncated).reshape(-1, C)[: self.pool_arenas, 0]
+        self.game_steps += 1
+        arena_done = (terminated | truncated).reshape(-1, C)[:, 0]
+        lengths = self.game_steps.copy()
+        self.game_steps[arena_done] = 0
+        done = arena_done[: self.pool_arenas]
         if not done.any():
             return
         finished = np.flatnonzero(done)
@@ -291,6 +300,7 @@ class Matchmaker:
                     "step": global_step, "player_a": LEARNER, "player_b": member.name,
                     "team_size": int((self.car_teams == L.BLUE).sum()), "goals_a": goals_l, "goals_b": goals_o,
                     "score_a": score, "a_is_blue": bool(self.learner_team[k] == L.BLUE),
+                    "seconds": None if self.step_seconds is None else round(float(lengths[k] * self.step_seconds), 4),
                     "rating_a": rating_learner, "rating_b": rating_member,
                 }
             )  # fmt: skip
