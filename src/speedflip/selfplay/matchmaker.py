@@ -92,7 +92,6 @@ class Matchmaker:
         # game seconds per env step (tick_skip / 120): the length of every rated game is logged to
         # games.csv ("seconds"); None leaves that column empty
         self.step_seconds = step_seconds
-        self.game_steps = np.zeros(num_arenas, np.int64)  # env steps since each arena's episode began
         self.num_arenas = num_arenas
         self.car_teams = car_teams
         self.num_cars = car_teams.shape[0]
@@ -101,6 +100,7 @@ class Matchmaker:
         self.run_dir = run_dir
         self.rng = np.random.default_rng([seed, 7919])
         self.pool_arenas = round(opponent_share * num_arenas)
+        self.game_steps = np.zeros(self.pool_arenas, np.int64)  # env steps since each pool game began
         learner_team = np.arange(num_arenas) % 2  # pool arenas: learner blue in even, orange in odd arenas
         is_pool = np.arange(num_arenas) < self.pool_arenas
         learner = ~is_pool[:, None] | (car_teams[None, :] == learner_team[:, None])
@@ -275,10 +275,7 @@ class Matchmaker:
             for policy in self._policies.values():
                 policy.reset(ended)
         self.game_steps += 1
-        arena_done = (terminated | truncated).reshape(-1, C)[:, 0]
-        lengths = self.game_steps.copy()
-        self.game_steps[arena_done] = 0
-        done = arena_done[: self.pool_arenas]
+        done = (terminated | truncated).reshape(-1, C)[: self.pool_arenas, 0]
         if not done.any():
             return
         finished = np.flatnonzero(done)
@@ -295,15 +292,17 @@ class Matchmaker:
             self.recent = [*self.recent[-199:], score]
             goals_l = int(score == 1.0)
             goals_o = int(score == 0.0)
+            seconds = None if self.step_seconds is None else round(float(self.game_steps[k] * self.step_seconds), 4)
             self._pending_games.append(
                 {
                     "step": global_step, "player_a": LEARNER, "player_b": member.name,
                     "team_size": int((self.car_teams == L.BLUE).sum()), "goals_a": goals_l, "goals_b": goals_o,
                     "score_a": score, "a_is_blue": bool(self.learner_team[k] == L.BLUE),
-                    "seconds": None if self.step_seconds is None else round(float(lengths[k] * self.step_seconds), 4),
+                    "seconds": seconds,
                     "rating_a": rating_learner, "rating_b": rating_member,
                 }
             )  # fmt: skip
+        self.game_steps[finished] = 0
         self.sample(finished)
 
     def take_pending_games(self) -> list[dict[str, Any]]:
