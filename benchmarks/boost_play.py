@@ -1,0 +1,159 @@
+"""How two players use boost and speed in the games ``speedflip eval`` plays (a diagnostic, not a test).
+
+Plays ``--games`` games of ``--game-seconds`` between A and B exactly as ``speedflip eval`` does (kickoffs,
+a new kickoff after every goal, sides swapped halfway, the same env settings and seeds) and reports per side,
+over every car-step of the games: the mean boost held (0..100), the share of steps with an empty tank
+(< 1), boost picked up from pads and boost spent per minute of play, the mean speed (uu/s) and the share of
+steps at supersonic speed (>= 2200 uu/s), with the games' wins / draws / losses for A.
+
+Usage::
+
+    python benchmarks/boost_play.py /tmp/skill/P32-s1/seed1 rule --games 100 --game-seconds 60 --seed 0 \
+        [--stochastic] [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from speedflip.env import layout as L
+from speedflip.env.vec_env import RocketLeagueVecEnv
+from speedflip.selfplay.evaluate import resolve_player, training_obs_options
+from speedflip.selfplay.match import match_env_config, reset_ended, step_inputs
+
+SUPERSONIC_SPEED = 2200.0  # uu/s
+
+
+@dataclass(frozen=True)
+class BoostUse:
+    """One side's boost and speed over every step of its cars (see the module docstring)."""
+
+    side: str
+    player: str
+    mean_boost: float
+    empty_share: float
+    picked_up_per_minute: float
+    spent_per_minute: float
+    mean_speed: float
+    supersonic_share: float
+
+
+def side_usage(
+    side: str, player: str, boost: np.ndarray, gained: np.ndarray, spent: np.ndarray, speed: np.ndarray, minutes: float
+) -> BoostUse:
+    """Summarise one side's per-step arrays (``boost``/``speed`` one value per car-step; ``gained``/``spent``
+    summed over its cars; ``minutes`` of play per car summed over its cars)."""
+    return BoostUse(
+        side=side,
+        player=player,
+        mean_boost=float(boost.mean()),
+        empty_share=float((boost < 1.0).mean()),
+        picked_up_per_minute=float(gained.sum() / minutes),
+        spent_per_minute=float(spent.sum() / minutes),
+        mean_speed=float(speed.mean()),
+        supersonic_share=float((speed >= SUPERSONIC_SPEED).mean()),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("a", help="player A: a run dir, checkpoint or built-in name")
+    parser.add_argument("b", help="player B")
+    parser.add_argument("--games", type=int, default=100)
+    parser.add_argument("--game-seconds", type=float, default=60.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stochastic", action="store_true", help="sample actions (default: as exported, argmax)")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+
+    env = RocketLeagueVecEnv(
+        match_env_config(args.games, 1, args.game_seconds, obs_options=training_obs_options(args.a, args.b)),
+        seed=args.seed,
+    )
+    deterministic = not args.stochastic
+    policy_a = resolve_player(args.a, env, args.seed, deterministic)
+    policy_b = resolve_player(args.b, env, args.seed + 1, deterministic)
+    K, C = env.num_arenas, env.num_cars
+    a_is_blue = np.arange(K) < math.ceil(K / 2)
+    car_is_blue = env.car_teams == L.BLUE
+    a_cars = a_is_blue[:, None] == car_is_blue[None, :]  # [K, C]
+    a_rows = a_cars.reshape(-1)
+    sides = [(policy_a, a_rows), (policy_b, ~a_rows)]
+    steps = math.ceil(args.game_seconds * L.TICK_RATE / env.cfg.tick_skip)
+    boost_log, speed_log, gained_log, spent_log = [], [], [], []
+    goals = np.zeros((K, 2), np.int64)  # [K, A / B]
+    obs = env.reset()
+    try:
+        for _ in range(steps):
+            before = env.arenas.state.cars[:, :, 0, L.CAR_BOOST].copy()
+            actions, custom = step_inputs(env, obs, sides)
+            result = env.step(actions, custom)
+            ended = (result.terminated | result.truncated).reshape(K, C)[:, 0]
+            reset_ended(result.terminated | result.truncated, policy_a, policy_b)
+            cars = env.arenas.state.cars[:, :, 0]
+            after = cars[:, :, L.CAR_BOOST]
+            delta = np.where(ended[:, None], 0.0, after - before)  # a goal's kickoff reset is no pickup
+            boost_log.append(after.copy())
+            speed_log.append(np.linalg.norm(cars[:, :, L.CAR_VEL], axis=-1))
+            gained_log.append(np.maximum(delta, 0.0))
+            spent_log.append(np.maximum(-delta, 0.0))
+            goal_team = result.goal_team
+            assert goal_team is not None
+            scored = goal_team >= 0
+            a_scored = scored & ((goal_team == L.BLUE) == a_is_blue)
+            goals[a_scored, 0] += 1
+            goals[scored & ~a_scored, 1] += 1
+            obs = result.obs
+    finally:
+        env.close()
+    boost, speed = np.stack(boost_log), np.stack(speed_log)  # [T, K, C]
+    gained, spent = np.stack(gained_log), np.stack(spent_log)
+    minutes = args.game_seconds / 60.0 * K  # one car per side per game (1v1)
+    usage = [
+        side_usage(
+            "A", policy_a.name, boost[:, a_cars], gained[:, a_cars], spent[:, a_cars], speed[:, a_cars], minutes
+        ),
+        side_usage(
+            "B", policy_b.name, boost[:, ~a_cars], gained[:, ~a_cars], spent[:, ~a_cars], speed[:, ~a_cars], minutes
+        ),
+    ]
+    wins, losses = int((goals[:, 0] > goals[:, 1]).sum()), int((goals[:, 0] < goals[:, 1]).sum())
+    mode = "sampled" if args.stochastic else "deterministic"
+    print(
+        f"{policy_a.name} vs {policy_b.name}, {K} games of {args.game_seconds:g} s, {mode}: "
+        f"{wins} / {K - wins - losses} / {losses} ({int(goals[:, 0].sum())}:{int(goals[:, 1].sum())})"
+    )
+    print(f"{'side':<5}{'player':<28}{'boost':>7}{'empty':>7}{'pads/min':>10}{'spent/min':>11}{'speed':>8}{'super':>7}")
+    for u in usage:
+        print(
+            f"{u.side:<5}{u.player[:27]:<28}{u.mean_boost:>7.1f}{u.empty_share:>7.2f}{u.picked_up_per_minute:>10.1f}"
+            f"{u.spent_per_minute:>11.1f}{u.mean_speed:>8.0f}{u.supersonic_share:>7.2f}"
+        )
+    if args.json:
+        payload = {
+            "a": args.a,
+            "b": args.b,
+            "games": K,
+            "game_seconds": args.game_seconds,
+            "seed": args.seed,
+            "action_mode": mode,
+            "wins": wins,
+            "draws": K - wins - losses,
+            "losses": losses,
+            "goals_a": int(goals[:, 0].sum()),
+            "goals_b": int(goals[:, 1].sum()),
+            "sides": [asdict(u) for u in usage],
+        }
+        with open(args.json, "w") as f:
+            json.dump(payload, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
