@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from speedflip.checkpoint import CheckpointError
 from speedflip.env import layout as L
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.selfplay.evaluate import resolve_player, training_obs_options
@@ -72,10 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
 
-    env = RocketLeagueVecEnv(
-        match_env_config(args.games, 1, args.game_seconds, obs_options=training_obs_options(args.a, args.b)),
-        seed=args.seed,
-    )
+    try:
+        options = training_obs_options(args.a, args.b)
+    except CheckpointError as err:
+        print(f"boost_play.py: {err}", file=sys.stderr)
+        return 2
+    env = RocketLeagueVecEnv(match_env_config(args.games, 1, args.game_seconds, obs_options=options), seed=args.seed)
     deterministic = not args.stochastic
     policy_a = resolve_player(args.a, env, args.seed, deterministic)
     policy_b = resolve_player(args.b, env, args.seed + 1, deterministic)

@@ -43,3 +43,9 @@ def test_idle_car_keeps_its_kickoff_boost(boost_play: ModuleType, tmp_path: Path
     assert rule["spent_per_minute"] > 0.0  # the rule bot boosts at the ball from its kickoff spot
     assert rule["mean_speed"] > 500.0
     assert payload["wins"] + payload["draws"] + payload["losses"] == 2
+
+
+def test_a_missing_run_is_one_line(boost_play: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert boost_play.main([str(tmp_path / "no-such-run"), "rule", "--games", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "no-such-run" in err and len(err.strip().splitlines()) == 1
