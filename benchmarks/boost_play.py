@@ -1,6 +1,6 @@
 """How two players use boost and speed in the games ``speedflip eval`` plays (a diagnostic, not a test).
 
-Plays ``--games`` games of ``--game-seconds`` between A and B exactly as ``speedflip eval`` does (kickoffs,
+Plays ``--games`` games of ``--game-seconds`` between A and B with ``speedflip eval``'s own match loop (kickoffs,
 a new kickoff after every goal, sides swapped halfway, the same env settings and seeds) and reports per side,
 over every car-step of the games: the mean boost held (0..100), the share of steps with an empty tank
 (< 1), boost picked up from pads and boost spent per minute of play, the mean speed (uu/s) and the share of
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from dataclasses import asdict, dataclass
 
@@ -26,7 +25,7 @@ from speedflip.checkpoint import CheckpointError
 from speedflip.env import layout as L
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.selfplay.evaluate import resolve_player, training_obs_options
-from speedflip.selfplay.match import match_env_config, reset_ended, step_inputs
+from speedflip.selfplay.match import match_env_config, play_match, summarize
 
 SUPERSONIC_SPEED = 2200.0  # uu/s
 
@@ -82,41 +81,28 @@ def main(argv: list[str] | None = None) -> int:
     deterministic = not args.stochastic
     policy_a = resolve_player(args.a, env, args.seed, deterministic)
     policy_b = resolve_player(args.b, env, args.seed + 1, deterministic)
-    K, C = env.num_arenas, env.num_cars
-    a_is_blue = np.arange(K) < math.ceil(K / 2)
-    car_is_blue = env.car_teams == L.BLUE
-    a_cars = a_is_blue[:, None] == car_is_blue[None, :]  # [K, C]
-    a_rows = a_cars.reshape(-1)
-    sides = [(policy_a, a_rows), (policy_b, ~a_rows)]
-    steps = math.ceil(args.game_seconds * L.TICK_RATE / env.cfg.tick_skip)
-    boost_log, speed_log, gained_log, spent_log = [], [], [], []
-    goals = np.zeros((K, 2), np.int64)  # [K, A / B]
-    obs = env.reset()
+    boost_log: list[np.ndarray] = []
+    speed_log: list[np.ndarray] = []
+    delta_log: list[np.ndarray] = []
+
+    def record(cars_before: np.ndarray, ended: np.ndarray) -> None:
+        cars = env.state.cars[:, :, 0]
+        after = cars[:, :, L.CAR_BOOST]
+        boost_log.append(after.copy())
+        speed_log.append(np.linalg.norm(cars[:, :, L.CAR_VEL], axis=-1))
+        # a goal's kickoff reset is neither a pickup nor boost spent
+        delta_log.append(np.where(ended[:, None], 0.0, after - cars_before[:, :, 0, L.CAR_BOOST]))
+
     try:
-        for _ in range(steps):
-            before = env.arenas.state.cars[:, :, 0, L.CAR_BOOST].copy()
-            actions, custom = step_inputs(env, obs, sides)
-            result = env.step(actions, custom)
-            ended = (result.terminated | result.truncated).reshape(K, C)[:, 0]
-            reset_ended(result.terminated | result.truncated, policy_a, policy_b)
-            cars = env.arenas.state.cars[:, :, 0]
-            after = cars[:, :, L.CAR_BOOST]
-            delta = np.where(ended[:, None], 0.0, after - before)  # a goal's kickoff reset is no pickup
-            boost_log.append(after.copy())
-            speed_log.append(np.linalg.norm(cars[:, :, L.CAR_VEL], axis=-1))
-            gained_log.append(np.maximum(delta, 0.0))
-            spent_log.append(np.maximum(-delta, 0.0))
-            goal_team = result.goal_team
-            assert goal_team is not None
-            scored = goal_team >= 0
-            a_scored = scored & ((goal_team == L.BLUE) == a_is_blue)
-            goals[a_scored, 0] += 1
-            goals[scored & ~a_scored, 1] += 1
-            obs = result.obs
+        results = play_match(env, policy_a, policy_b, args.game_seconds, on_step=record)
     finally:
         env.close()
-    boost, speed = np.stack(boost_log), np.stack(speed_log)  # [T, K, C]
-    gained, spent = np.stack(gained_log), np.stack(spent_log)
+    summary = summarize(results)
+    a_is_blue = np.array([r.a_is_blue for r in results])
+    a_cars = a_is_blue[:, None] == (env.car_teams == L.BLUE)[None, :]  # [K, C]
+    boost, speed, delta = np.stack(boost_log), np.stack(speed_log), np.stack(delta_log)  # [T, K, C]
+    gained, spent = np.maximum(delta, 0.0), np.maximum(-delta, 0.0)
+    K = env.num_arenas
     minutes = args.game_seconds / 60.0 * K  # one car per side per game (1v1)
     usage = [
         side_usage(
@@ -126,11 +112,10 @@ def main(argv: list[str] | None = None) -> int:
             "B", policy_b.name, boost[:, ~a_cars], gained[:, ~a_cars], spent[:, ~a_cars], speed[:, ~a_cars], minutes
         ),
     ]
-    wins, losses = int((goals[:, 0] > goals[:, 1]).sum()), int((goals[:, 0] < goals[:, 1]).sum())
     mode = "sampled" if args.stochastic else "deterministic"
     print(
         f"{policy_a.name} vs {policy_b.name}, {K} games of {args.game_seconds:g} s, {mode}: "
-        f"{wins} / {K - wins - losses} / {losses} ({int(goals[:, 0].sum())}:{int(goals[:, 1].sum())})"
+        f"{summary.wins} / {summary.draws} / {summary.losses} ({summary.goals_a}:{summary.goals_b})"
     )
     print(f"{'side':<5}{'player':<28}{'boost':>7}{'empty':>7}{'pads/min':>10}{'spent/min':>11}{'speed':>8}{'super':>7}")
     for u in usage:
@@ -146,11 +131,11 @@ def main(argv: list[str] | None = None) -> int:
             "game_seconds": args.game_seconds,
             "seed": args.seed,
             "action_mode": mode,
-            "wins": wins,
-            "draws": K - wins - losses,
-            "losses": losses,
-            "goals_a": int(goals[:, 0].sum()),
-            "goals_b": int(goals[:, 1].sum()),
+            "wins": summary.wins,
+            "draws": summary.draws,
+            "losses": summary.losses,
+            "goals_a": summary.goals_a,
+            "goals_b": summary.goals_b,
             "sides": [asdict(u) for u in usage],
         }
         with open(args.json, "w") as f:

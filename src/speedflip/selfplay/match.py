@@ -16,7 +16,7 @@ refuses pool members with another table.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -260,6 +260,7 @@ def play_match(
     policy_b: Player | Sequence[Player],
     game_seconds: float = 120.0,
     own_goal_log: list[OwnGoal] | None = None,
+    on_step: Callable[[Array, Array], None] | None = None,
 ) -> list[GameResult]:
     """Play one game per arena of ``env`` (built with :func:`match_env_config`); each player acts in its
     own lookup table (see the module docstring).
@@ -270,6 +271,9 @@ def play_match(
     An **own goal** is a goal whose last touch (in the scoring step or before it, since the kickoff) came
     from the conceding team alone; a step in which both teams touched the ball counts for neither.
     Given ``own_goal_log``, one :class:`OwnGoal` per own goal is appended to it (in order of time).
+    Given ``on_step``, it is called after every step with the car rows from before the step (a copy of
+    ``env.state.cars``, ``[K, C, 2, 36]``) and the arenas a goal sent back to a kickoff in it (``[K]`` bool);
+    ``env.state`` is then the state after the step (benchmarks/boost_play.py reads boost and speed so).
     """
     K, C = env.num_arenas, env.num_cars
     opponents: list[Player] = list(policy_b) if isinstance(policy_b, Sequence) else [policy_b] * K
@@ -301,6 +305,7 @@ def play_match(
         if own_goal_log is not None:  # where ball and cars are before the step (a goal resets the arena in it)
             ball_xy = env.arenas.state.ball[:, 0, L.BALL_POS][:, :2].copy()
             car_xy = env.arenas.state.cars[:, :, 0, L.CAR_POS][:, :, :2].copy()
+        cars_before = env.state.cars.copy() if on_step is not None else None
         result = env.step(actions, custom)
         reset_ended(result.terminated | result.truncated, policy_a, *distinct)
         rewards = result.rewards.reshape(K, C)[:, 0]  # car 0 is blue: +1 blue goal, -1 orange goal
@@ -335,6 +340,8 @@ def play_match(
                     )
                 )
         ended_arenas = (result.terminated | result.truncated).reshape(K, C)[:, 0]
+        if on_step is not None and cars_before is not None:
+            on_step(cars_before, ended_arenas)
         last_touch_team[ended_arenas] = -1
         steps_since_kickoff[ended_arenas] = 0
         team_touch_step[ended_arenas] = -1
