@@ -1,0 +1,191 @@
+"""Where the ball is in the games a bot does not win (a diagnostic, not a test).
+
+Plays ``--games`` games of ``--game-seconds`` between A and B with ``speedflip eval``'s own match loop (kickoffs,
+a new kickoff after every goal, sides swapped halfway, the same env settings and seeds) and reports, for the games
+A won and for the games it did not (draws and losses) separately, the share of steps the ball spent in each zone
+of the field, seen from A (A attacks +y; the games A plays on orange are turned 180 degrees about z):
+
+- ``own_third`` / ``middle_third`` / ``attack_third``: the ball's y in thirds of the field's length;
+- ``side_wall``: within ``WALL_MARGIN`` uu of a side wall; ``attack_corner``: a side wall's margin in the
+  attacking third;
+- ``air``: the ball's centre above ``AIR_HEIGHT`` uu;
+- ``near_a`` / ``near_b``: the ball's centre within ``NEAR_CAR`` uu of A's / B's car (the ball held, or pinned
+  against the opponent);
+
+with the steps per game, A's touches per game and A's shots per game. A bot that touches the ball a dozen times
+in a game against the idle car without a shot (the thirty-third session) leaves the ball somewhere: this says
+where.
+
+Usage::
+
+    python benchmarks/ball_zones.py /tmp/skill/P33-s3/seed3 idle --games 100 --game-seconds 60 --seed 0 \
+        [--stochastic] [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from speedflip.checkpoint import CheckpointError
+from speedflip.env import layout as L
+from speedflip.env.vec_env import RocketLeagueVecEnv
+from speedflip.selfplay.evaluate import resolve_player, training_obs_options
+from speedflip.selfplay.match import GameResult, match_env_config, play_match, summarize
+
+WALL_MARGIN = 500.0  # uu from a side wall
+AIR_HEIGHT = 300.0  # uu, the ball's centre (it rests at 93)
+NEAR_CAR = 300.0  # uu, the ball's centre to a car's centre
+THIRD = 2.0 * L.BACK_WALL_Y / 3.0  # uu, one third of the field's length
+ZONES = ("own_third", "middle_third", "attack_third", "side_wall", "attack_corner", "air", "near_a", "near_b")
+
+
+@dataclass(frozen=True)
+class ZoneShares:
+    """One group of games (A won them, or not): its share of steps in every zone (see the module docstring)."""
+
+    group: str
+    games: int
+    steps_per_game: float
+    touches_a_per_game: float
+    shots_a_per_game: float
+    own_third: float
+    middle_third: float
+    attack_third: float
+    side_wall: float
+    attack_corner: float
+    air: float
+    near_a: float
+    near_b: float
+
+
+def zone_masks(ball: np.ndarray, car_a: np.ndarray, car_b: np.ndarray) -> dict[str, np.ndarray]:
+    """Boolean masks of the zones for positions in A's frame: ``ball``, ``car_a``, ``car_b`` are ``[..., 3]``."""
+    x, y, z = ball[..., 0], ball[..., 1], ball[..., 2]
+    wall = np.abs(x) > L.SIDE_WALL_X - WALL_MARGIN
+    return {
+        "own_third": y < -L.BACK_WALL_Y + THIRD,
+        "middle_third": (y >= -L.BACK_WALL_Y + THIRD) & (y <= L.BACK_WALL_Y - THIRD),
+        "attack_third": y > L.BACK_WALL_Y - THIRD,
+        "side_wall": wall,
+        "attack_corner": wall & (y > L.BACK_WALL_Y - THIRD),
+        "air": z > AIR_HEIGHT,
+        "near_a": np.linalg.norm(ball - car_a, axis=-1) < NEAR_CAR,
+        "near_b": np.linalg.norm(ball - car_b, axis=-1) < NEAR_CAR,
+    }
+
+
+def to_a_frame(pos: np.ndarray, a_is_blue: np.ndarray) -> np.ndarray:
+    """Positions ``[T, K, 3]`` (world frame) in A's frame: arenas where A is orange turned 180 degrees about z."""
+    sign = np.where(a_is_blue, 1.0, -1.0)[None, :]
+    out = pos.copy()
+    out[..., 0] *= sign
+    out[..., 1] *= sign
+    return out
+
+
+def group_shares(
+    group: str, games: list[GameResult], masks: dict[str, np.ndarray], columns: np.ndarray, steps: int
+) -> ZoneShares:
+    """The zone shares over the games whose arenas are ``columns`` (masks ``[T, K]``)."""
+    n = len(games)
+
+    def share(name: str) -> float:
+        return float(masks[name][:, columns].mean()) if n else 0.0
+
+    return ZoneShares(
+        group=group,
+        games=n,
+        steps_per_game=float(steps),
+        touches_a_per_game=sum(g.touches_a for g in games) / n if n else 0.0,
+        shots_a_per_game=sum(g.shots_a for g in games) / n if n else 0.0,
+        **{name: share(name) for name in ZONES},
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("a", help="player A: a run dir, checkpoint or built-in name")
+    parser.add_argument("b", help="player B")
+    parser.add_argument("--games", type=int, default=100)
+    parser.add_argument("--game-seconds", type=float, default=60.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stochastic", action="store_true", help="sample actions (default: as exported, argmax)")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+
+    try:
+        options = training_obs_options(args.a, args.b)
+    except CheckpointError as err:
+        print(f"ball_zones.py: {err}", file=sys.stderr)
+        return 2
+    env = RocketLeagueVecEnv(match_env_config(args.games, 1, args.game_seconds, obs_options=options), seed=args.seed)
+    deterministic = not args.stochastic
+    policy_a = resolve_player(args.a, env, args.seed, deterministic)
+    policy_b = resolve_player(args.b, env, args.seed + 1, deterministic)
+    ball_log: list[np.ndarray] = []
+    car_log: list[np.ndarray] = []
+
+    def record(cars_before: np.ndarray, ended: np.ndarray) -> None:
+        ball_log.append(env.state.ball[:, 0, L.BALL_POS].copy())
+        car_log.append(env.state.cars[:, :, 0, L.CAR_POS].copy())
+
+    try:
+        results = play_match(env, policy_a, policy_b, args.game_seconds, on_step=record)
+    finally:
+        env.close()
+    summary = summarize(results)
+    a_is_blue = np.array([r.a_is_blue for r in results])
+    a_car = np.where(a_is_blue, np.flatnonzero(env.car_teams == L.BLUE)[0], np.flatnonzero(env.car_teams != L.BLUE)[0])
+    b_car = np.where(a_is_blue, np.flatnonzero(env.car_teams != L.BLUE)[0], np.flatnonzero(env.car_teams == L.BLUE)[0])
+    ball, cars = np.stack(ball_log), np.stack(car_log)  # [T, K, 3], [T, K, C, 3]
+    arenas = np.arange(env.num_arenas)
+    masks = zone_masks(
+        to_a_frame(ball, a_is_blue),
+        to_a_frame(cars[:, arenas, a_car], a_is_blue),
+        to_a_frame(cars[:, arenas, b_car], a_is_blue),
+    )
+    won = np.array([r.goals_a > r.goals_b for r in results])
+    groups = [
+        group_shares("won", [r for r in results if r.goals_a > r.goals_b], masks, np.flatnonzero(won), len(ball_log)),
+        group_shares(
+            "not won", [r for r in results if r.goals_a <= r.goals_b], masks, np.flatnonzero(~won), len(ball_log)
+        ),
+    ]
+    mode = "sampled" if args.stochastic else "deterministic"
+    print(
+        f"{policy_a.name} vs {policy_b.name}, {env.num_arenas} games of {args.game_seconds:g} s, {mode}: "
+        f"{summary.wins} / {summary.draws} / {summary.losses} ({summary.goals_a}:{summary.goals_b}); "
+        "share of steps with the ball in each zone, seen from A"
+    )
+    header = "".join(f"{name:>14}" for name in ("games", "touches", "shots", *ZONES))
+    print(f"{'group':<9}{header}")
+    for g in groups:
+        values = [g.games, g.touches_a_per_game, g.shots_a_per_game, *(getattr(g, name) for name in ZONES)]
+        print(f"{g.group:<9}" + "".join(f"{v:>14.2f}" if isinstance(v, float) else f"{v:>14}" for v in values))
+    if args.json:
+        payload = {
+            "a": args.a,
+            "b": args.b,
+            "games": env.num_arenas,
+            "game_seconds": args.game_seconds,
+            "seed": args.seed,
+            "action_mode": mode,
+            "wins": summary.wins,
+            "draws": summary.draws,
+            "losses": summary.losses,
+            "goals_a": summary.goals_a,
+            "goals_b": summary.goals_b,
+            "groups": [asdict(g) for g in groups],
+        }
+        with open(args.json, "w") as f:
+            json.dump(payload, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
