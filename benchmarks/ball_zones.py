@@ -8,6 +8,8 @@ of the field, seen from A (A attacks +y; the games A plays on orange are turned 
 - ``own_third`` / ``middle_third`` / ``attack_third``: the ball's y in thirds of the field's length;
 - ``side_wall``: within ``WALL_MARGIN`` uu of a side wall; ``attack_corner``: a side wall's margin in the
   attacking third;
+- ``goal_mouth`` / ``beside_goal``: within ``BACK_ZONE`` uu of the attacked back wall, between the posts / outside
+  them;
 - ``air``: the ball's centre above ``AIR_HEIGHT`` uu;
 - ``near_a`` / ``near_b``: the ball's centre within ``NEAR_CAR`` uu of A's / B's car (the ball held, or pinned
   against the opponent);
@@ -40,8 +42,13 @@ from speedflip.selfplay.match import GameResult, match_env_config, play_match, s
 WALL_MARGIN = 500.0  # uu from a side wall
 AIR_HEIGHT = 300.0  # uu, the ball's centre (it rests at 93)
 NEAR_CAR = 300.0  # uu, the ball's centre to a car's centre
+GOAL_HALF_WIDTH = 892.755  # uu, the goal's posts at |x| = 892.755
+BACK_ZONE = 1000.0  # uu before the attacked back wall: the goal mouth (between the posts) or beside the goal
 THIRD = 2.0 * L.BACK_WALL_Y / 3.0  # uu, one third of the field's length
-ZONES = ("own_third", "middle_third", "attack_third", "side_wall", "attack_corner", "air", "near_a", "near_b")
+ZONES = (
+    "own_third", "middle_third", "attack_third", "side_wall", "attack_corner", "goal_mouth", "beside_goal", "air",
+    "near_a", "near_b",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,8 @@ class ZoneShares:
     attack_third: float
     side_wall: float
     attack_corner: float
+    goal_mouth: float
+    beside_goal: float
     air: float
     near_a: float
     near_b: float
@@ -67,12 +76,15 @@ def zone_masks(ball: np.ndarray, car_a: np.ndarray, car_b: np.ndarray) -> dict[s
     """Boolean masks of the zones for positions in A's frame: ``ball``, ``car_a``, ``car_b`` are ``[..., 3]``."""
     x, y, z = ball[..., 0], ball[..., 1], ball[..., 2]
     wall = np.abs(x) > L.SIDE_WALL_X - WALL_MARGIN
+    back = y > L.BACK_WALL_Y - BACK_ZONE
     return {
         "own_third": y < -L.BACK_WALL_Y + THIRD,
         "middle_third": (y >= -L.BACK_WALL_Y + THIRD) & (y <= L.BACK_WALL_Y - THIRD),
         "attack_third": y > L.BACK_WALL_Y - THIRD,
         "side_wall": wall,
         "attack_corner": wall & (y > L.BACK_WALL_Y - THIRD),
+        "goal_mouth": back & (np.abs(x) <= GOAL_HALF_WIDTH),
+        "beside_goal": back & (np.abs(x) > GOAL_HALF_WIDTH),
         "air": z > AIR_HEIGHT,
         "near_a": np.linalg.norm(ball - car_a, axis=-1) < NEAR_CAR,
         "near_b": np.linalg.norm(ball - car_b, axis=-1) < NEAR_CAR,

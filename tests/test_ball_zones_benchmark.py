@@ -34,9 +34,20 @@ def test_zone_masks_by_hand(ball_zones: ModuleType) -> None:
     assert m["attack_third"].tolist() == [False, True, False, False]
     assert m["side_wall"].tolist() == [False, True, False, True]
     assert m["attack_corner"].tolist() == [False, True, False, False]
+    assert m["goal_mouth"].tolist() == [False, False, False, False]
+    assert m["beside_goal"].tolist() == [False, False, False, False]  # y 4000 is 1120 uu from the back wall
     assert m["air"].tolist() == [False, False, True, False]
     assert m["near_a"].tolist() == [True, False, False, False]  # 125 uu / far / 483 / 3700 away
     assert m["near_b"].tolist() == [False, True, False, False]  # far / 214 / 483 / 3700 away
+
+
+def test_goal_mouth_and_beside_goal(ball_zones: ModuleType) -> None:
+    ball = np.array([[500.0, 4500.0, 93.0], [-1500.0, 4500.0, 93.0], [500.0, 4000.0, 93.0]])
+    cars = np.zeros_like(ball)
+    m = ball_zones.zone_masks(ball, cars, cars)
+    assert m["goal_mouth"].tolist() == [True, False, False]  # inside the posts, 620 uu from the back wall
+    assert m["beside_goal"].tolist() == [False, True, False]
+    assert m["attack_third"].all()
 
 
 def test_orange_games_are_turned(ball_zones: ModuleType) -> None:
