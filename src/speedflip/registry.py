@@ -38,6 +38,7 @@ SETTER_OPTIONS: dict[str, dict[str, OptionValue]] = {
     "jump_challenge": {"min_height": 300.0, "max_height": 1500.0},
     "defense": {"ball_max_speed": 800.0, "car_max_speed": 1400.0},
     "attack": {"ball_max_speed": 800.0, "car_max_speed": 1400.0, "defender_in_goal_fraction": 0.5},
+    "end_line": {"ball_max_speed": 400.0, "car_max_speed": 1400.0, "defender_in_goal_fraction": 0.5},
 }
 """Each state setter's options (its keyword-only parameters) with their defaults, by setter name."""
 

@@ -1,5 +1,5 @@
 """State setters: kickoff spots with the ball at rest in the centre; random states inside the field; the
-defensive start (``defense``) and its mirror (``attack``)."""
+defensive start (``defense``), its mirror (``attack``) and the finish from the end line (``end_line``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import RocketSim as rsim
 
 from speedflip.env import layout as L
 from speedflip.env.arenas import Arenas, GameArrays
-from speedflip.env.states import STATE_SETTERS, StateSetter, attack, defense, kickoff, random_state
+from speedflip.env.states import STATE_SETTERS, StateSetter, attack, defense, end_line, kickoff, random_state
 from speedflip.env.vec_env import RocketLeagueVecEnv
 
 # Rocket League's soccar kickoff spots for blue (orange: the same rotated 180 degrees about z)
@@ -243,6 +243,69 @@ def test_attack_driving_straight_at_the_ball_sends_it_towards_the_opponent_goal(
     setter = partial(attack, ball_max_speed=0.0, defender_in_goal_fraction=0.0)
     directions = _first_touch_directions(setter, seed=9)
     assert all(d < 0.0 for d in directions), directions
+
+
+def test_end_line_puts_the_ball_beside_the_opponent_goal_with_the_car_behind_it() -> None:
+    """1v1, 100 resets. The main car (the setter's first draw from ``rng``) attacks a ball that lies beside
+    the opponent goal near its back wall: on the floor, outside the posts (|x| >= 892.755 + 150), |x| <=
+    3000, 250-1000 uu from the back wall (|y| 4120-4870), inside the corner walls, rolling at <= 400 uu/s;
+    the car on the floor 600-1500 uu from it within 60 degrees of straight towards midfield, facing it
+    within 45 degrees, driving forwards at <= 1400 uu/s. The other car is on its goal line in about half
+    the resets, else 1200+ uu from car and ball. Both teams get to attack, on both sides of the goal."""
+    arenas = Arenas(num_arenas=1, blue_size=1, orange_size=1)
+    rng = np.random.default_rng(10)
+    attacked, sides, in_goal = set(), set(), 0
+    try:
+        for _ in range(100):
+            main = int(copy.deepcopy(rng).integers(2))
+            end_line(arenas.arenas[0], arenas.cars[0], rng)
+            st = arenas.read_all()
+            ball, cars = st.ball[0, 0], st.cars[0, :, 0]
+            car, other = cars[main], cars[1 - main]
+            end = 1.0 if car[L.CAR_TEAM] == L.BLUE else -1.0  # the sign of y at the goal it attacks
+            attacked.add(end)
+            bx, by, bz = ball[L.BALL_POS]
+            sides.add(float(np.sign(bx)))
+            assert bz == pytest.approx(L.BALL_REST_Z, abs=1e-3)
+            assert 892.755 + 150.0 - 1e-3 <= abs(bx) <= 3000.0 + 1e-3, "outside the posts"
+            assert 4120.0 - 1e-3 <= end * by <= 4870.0 + 1e-3, "near the attacked back wall"
+            assert abs(bx) + abs(by) <= CORNER_PLANE - 300.0 + 1e-3, "inside the corner walls"
+            assert ball[L.BALL_VEL][2] == 0.0 and np.linalg.norm(ball[L.BALL_VEL]) <= 400.0 + 1e-2
+            offset = car[L.CAR_POS][:2] - ball[L.BALL_POS][:2]
+            distance = float(np.linalg.norm(offset))
+            assert 600.0 - 1e-2 <= distance <= 1500.0 + 1e-2
+            assert offset @ np.array([0.0, -end]) / distance >= np.cos(np.radians(60.0)) - 1e-4, "midfield side"
+            assert car[L.CAR_FORWARD][:2] @ (-offset) / distance >= np.cos(np.radians(45.0)) - 1e-4, "facing it"
+            speed = float(np.linalg.norm(car[L.CAR_VEL]))
+            assert speed <= 1400.0 + 1e-2 and car[L.CAR_VEL] @ car[L.CAR_FORWARD] >= speed - 1e-2
+            if abs(other[L.CAR_POS][1]) == pytest.approx(4900.0, abs=1e-2):
+                in_goal += 1
+                assert other[L.CAR_POS][1] == pytest.approx(end * 4900.0, abs=1e-2), "the goal it defends"
+            else:
+                for point in (car[L.CAR_POS][:2], ball[L.BALL_POS][:2]):
+                    assert np.linalg.norm(other[L.CAR_POS][:2] - point) >= 1200.0 - 1e-2
+    finally:
+        arenas.close()
+    assert attacked == {-1.0, 1.0} and sides == {-1.0, 1.0}
+    assert 35 <= in_goal <= 65  # binomial(100, 0.5): outside this range about 1 time in 400
+
+
+def test_end_line_is_in_the_env_and_replays_from_a_seed() -> None:
+    """``env.state_setters={end_line: 1}`` starts every episode there (the ball 250-1000 uu from a back
+    wall, outside the posts), and two envs with one seed start the same."""
+    from speedflip.config import EnvConfig
+
+    cfg = EnvConfig(num_arenas=4, blue_size=1, orange_size=1, state_setters={"end_line": 1.0})
+    first, second = RocketLeagueVecEnv(cfg, seed=3), RocketLeagueVecEnv(cfg, seed=3)
+    try:
+        first.reset()
+        second.reset()
+        ball = first.state.ball[:, 0, L.BALL_POS]
+        assert np.all(np.abs(ball[:, 1]) >= 4120.0 - 1e-3) and np.all(np.abs(ball[:, 0]) >= 892.755 + 150.0 - 1e-3)
+        np.testing.assert_array_equal(ball, second.state.ball[:, 0, L.BALL_POS])
+    finally:
+        first.close()
+        second.close()
 
 
 def _first_touch_directions(setter: StateSetter, seed: int, resets: int = 20) -> list[float]:

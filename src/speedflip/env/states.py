@@ -12,7 +12,8 @@ corner walls (|x| + |y| < 8064).
 Besides the kickoff and random setters there is a turtled start (every car on its roof, to learn
 recovery), a defensive start (``defense``: the ball near one car's own goal with the car upfield of
 it, the position own goals come from), its mirror (``attack``: the ball near the opponent goal with
-the car behind it, a chance to finish, a defender on its goal line half the time) and four
+the car behind it, a chance to finish, a defender on its goal line half the time), ``end_line`` (the ball
+beside the opponent goal near its back wall, the car behind it: a finish from the end line) and four
 *mechanics* setups, each built around one randomly chosen "main" car while the other cars wait on
 the ground away from the action:
 
@@ -50,6 +51,7 @@ KICKOFF_SPOTS = np.array(rsim.RLConst.CAR_SPAWN_LOCATIONS_SOCCAR, np.float64)  #
 WALL_CAR_Z = (500.0, 1500.0)  # the flat part of the side walls, above the ramp and below the ceiling curve
 WALL_MAX_ABS_Y = 2800.0  # ... and away from the corner walls
 OTHER_CARS_MIN_DISTANCE = 1200.0  # uu (horizontal) between a setup's main car/ball and the waiting cars
+GOAL_POST_X = 892.755  # uu: the posts of both goals stand at |x| = 892.755
 GOAL_LINE_KEEPER_Y = 4900.0  # uu from midfield: a car standing in front of its goal line (|y| 5120), in the mouth
 
 
@@ -349,8 +351,55 @@ def attack(
     """
     main, car_xy, ball_xy = _ball_in_third(arena, cars, rng, False, ball_max_speed, car_max_speed)
     placed, avoid = [main], [car_xy, ball_xy]
+    _keeper_on_goal_line(cars, main, rng, defender_in_goal_fraction, placed, avoid)
+    _wait_on_ground(cars, placed, rng, avoid)
+
+
+def end_line(
+    arena: rsim.Arena,
+    cars: list[rsim.Car],
+    rng: np.random.Generator,
+    *,
+    ball_max_speed: float = 400.0,
+    car_max_speed: float = 1400.0,
+    defender_in_goal_fraction: float = 0.5,
+) -> None:
+    """The ball beside the opponent goal near its back wall, one car behind it: a finish from the end line.
+
+    Where bots that beat the rule bot stall against an empty net (docs/learning.md, thirty-third session:
+    in the games the shipped bots did not win against idle the ball spent a quarter to a third of the time
+    within 1000 uu of the attacked back wall outside the posts, touched a dozen times a game, no shot).
+    Ball: on the floor, outside the posts (``GOAL_POST_X + 150 <= |x| <= 3000``), 250..1000 uu from the
+    attacked back wall, inside the corner walls, rolling at 0..``ball_max_speed`` uu/s in a random
+    horizontal direction. Main car: 600..1500 uu from the ball, within 60 degrees of straight back towards
+    midfield, facing the ball within 45 degrees, driving along its heading at 0..``car_max_speed`` uu/s,
+    boost 0..100. A defender stands on its goal line in a ``defender_in_goal_fraction`` of the resets, as
+    in :func:`attack`; every other car stands still on the floor at least 1200 uu from the ball and the
+    cars already placed.
+    """
+    main = int(rng.integers(len(cars)))
+    end = 1.0 if cars[main].team == rsim.Team.BLUE else -1.0  # the sign of y at the goal the main car attacks
+    for _ in range(100):
+        x = float(rng.choice([-1.0, 1.0]) * rng.uniform(GOAL_POST_X + 150.0, 3000.0))
+        y = end * float(rng.uniform(L.BACK_WALL_Y - 1000.0, L.BACK_WALL_Y - 250.0))
+        if _within_field(x, y, 200.0, L.BACK_WALL_Y - 200.0):
+            break
+    else:  # never in practice: most of the band lies inside the corner walls
+        x, y = 1500.0, end * (L.BACK_WALL_Y - 700.0)
+    ball_xy = np.array([x, y])
+    car_xy = _car_behind_ball(arena, cars[main], rng, end, ball_xy, ball_max_speed, car_max_speed, (600.0, 1500.0))
+    placed, avoid = [main], [car_xy, ball_xy]
+    _keeper_on_goal_line(cars, main, rng, defender_in_goal_fraction, placed, avoid)
+    _wait_on_ground(cars, placed, rng, avoid)
+
+
+def _keeper_on_goal_line(
+    cars: list[rsim.Car], main: int, rng: np.random.Generator, fraction: float, placed: list[int], avoid: list[Array]
+) -> None:
+    """In a ``fraction`` of the calls one car of the main car's opponents stands still on its goal line
+    (``|x| <= 700``, ``GOAL_LINE_KEEPER_Y`` from midfield) facing the field; it joins ``placed`` and ``avoid``."""
     defenders = [i for i, c in enumerate(cars) if c.team != cars[main].team]
-    if defenders and rng.uniform() < defender_in_goal_fraction:
+    if defenders and rng.uniform() < fraction:
         keeper = defenders[int(rng.integers(len(defenders)))]
         goal = -1.0 if cars[keeper].team == rsim.Team.BLUE else 1.0  # the sign of y at its own goal
         xy = np.array([rng.uniform(-700.0, 700.0), goal * GOAL_LINE_KEEPER_Y])
@@ -359,7 +408,6 @@ def attack(
         _set_car(cars[keeper], pos, rot, np.zeros(3), float(rng.uniform(0.0, 100.0)), on_ground=True)
         placed.append(keeper)
         avoid.append(xy)
-    _wait_on_ground(cars, placed, rng, avoid)
 
 
 def _ball_in_third(
@@ -373,13 +421,29 @@ def _ball_in_third(
     """Place the ball in a random car's own (``own_third``) or attacking third and that car on the
     midfield side of it, facing it (see :func:`defense` and :func:`attack`); ``(main, car_xy, ball_xy)``."""
     main = int(rng.integers(len(cars)))
-    car = cars[main]
-    own = -1.0 if car.team == rsim.Team.BLUE else 1.0  # the sign of y at the main car's own goal
+    own = -1.0 if cars[main].team == rsim.Team.BLUE else 1.0  # the sign of y at the main car's own goal
     end = own if own_third else -own  # the sign of y at the end the ball is placed in
     ball_xy = np.array([rng.uniform(-3000.0, 3000.0), end * rng.uniform(2400.0, 4400.0)])
+    car_xy = _car_behind_ball(arena, cars[main], rng, end, ball_xy, ball_max_speed, car_max_speed, (600.0, 2000.0))
+    return main, car_xy, ball_xy
+
+
+def _car_behind_ball(
+    arena: rsim.Arena,
+    car: rsim.Car,
+    rng: np.random.Generator,
+    end: float,
+    ball_xy: Array,
+    ball_max_speed: float,
+    car_max_speed: float,
+    distance: tuple[float, float],
+) -> Array:
+    """Put ``car`` on the floor ``distance`` uu (min, max) from ``ball_xy``, on the midfield side of it
+    (``end``: the sign of y at the ball's end), facing it, and the ball at ``ball_xy`` rolling at
+    0..``ball_max_speed`` uu/s; returns the car's (x, y)."""
     for _ in range(100):  # keep the car inside the field (walls and corners, 300 uu margin)
         angle = -end * np.pi / 2 + float(rng.uniform(-np.pi / 3, np.pi / 3))  # around straight to midfield
-        car_xy = ball_xy + float(rng.uniform(600.0, 2000.0)) * np.array([np.cos(angle), np.sin(angle)])
+        car_xy = ball_xy + float(rng.uniform(*distance)) * np.array([np.cos(angle), np.sin(angle)])
         if _within_field(float(car_xy[0]), float(car_xy[1]), 300.0, L.BACK_WALL_Y - 300.0):
             break
     else:  # never in practice: straight to midfield from any ball spot fits
@@ -395,7 +459,8 @@ def _ball_in_third(
     ball_speed = float(rng.uniform(0.0, ball_max_speed))
     ball_vel = ball_speed * np.array([np.cos(direction), np.sin(direction), 0.0])
     _set_ball(arena, np.array([*ball_xy, L.BALL_REST_Z]), ball_vel)
-    return main, car_xy, ball_xy
+    placed_xy: Array = np.asarray(car_xy, np.float64)
+    return placed_xy
 
 
 # ---------------------------------------------------------------------- helpers
@@ -539,6 +604,7 @@ STATE_SETTERS: dict[str, StateSetter] = {
     "jump_challenge": jump_challenge,
     "defense": defense,
     "attack": attack,
+    "end_line": end_line,
 }
 
 _check_matches_registry(STATE_SETTERS)
