@@ -26,18 +26,14 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from match_setup import match_parser, open_match, write_report
 
-from speedflip.checkpoint import CheckpointError
 from speedflip.env import layout as L
-from speedflip.env.vec_env import RocketLeagueVecEnv
-from speedflip.selfplay.evaluate import resolve_player, training_obs_options
-from speedflip.selfplay.match import GameResult, match_env_config, play_match, summarize
+from speedflip.selfplay.match import GameResult, play_match, summarize
 
 WALL_MARGIN = 500.0  # uu from a side wall
 AIR_HEIGHT = 300.0  # uu, the ball's centre (it rests at 93)
@@ -120,25 +116,11 @@ def group_shares(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("a", help="player A: a run dir, checkpoint or built-in name")
-    parser.add_argument("b", help="player B")
-    parser.add_argument("--games", type=int, default=100)
-    parser.add_argument("--game-seconds", type=float, default=60.0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--stochastic", action="store_true", help="sample actions (default: as exported, argmax)")
-    parser.add_argument("--json", default=None)
-    args = parser.parse_args(argv)
-
-    try:
-        options = training_obs_options(args.a, args.b)
-    except CheckpointError as err:
-        print(f"ball_zones.py: {err}", file=sys.stderr)
+    args = match_parser(__doc__).parse_args(argv)
+    match = open_match(args, "ball_zones.py")
+    if match is None:
         return 2
-    env = RocketLeagueVecEnv(match_env_config(args.games, 1, args.game_seconds, obs_options=options), seed=args.seed)
-    deterministic = not args.stochastic
-    policy_a = resolve_player(args.a, env, args.seed, deterministic)
-    policy_b = resolve_player(args.b, env, args.seed + 1, deterministic)
+    env, policy_a, policy_b, mode = match.env, match.policy_a, match.policy_b, match.mode
     ball_log: list[np.ndarray] = []
     car_log: list[np.ndarray] = []
 
@@ -168,7 +150,6 @@ def main(argv: list[str] | None = None) -> int:
             "not won", [r for r in results if r.goals_a <= r.goals_b], masks, np.flatnonzero(~won), len(ball_log)
         ),
     ]
-    mode = "sampled" if args.stochastic else "deterministic"
     print(
         f"{policy_a.name} vs {policy_b.name}, {env.num_arenas} games of {args.game_seconds:g} s, {mode}: "
         f"{summary.wins} / {summary.draws} / {summary.losses} ({summary.goals_a}:{summary.goals_b}); "
@@ -179,23 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     for g in groups:
         values = [g.games, g.touches_a_per_game, g.shots_a_per_game, *(getattr(g, name) for name in ZONES)]
         print(f"{g.group:<9}" + "".join(f"{v:>14.2f}" if isinstance(v, float) else f"{v:>14}" for v in values))
-    if args.json:
-        payload = {
-            "a": args.a,
-            "b": args.b,
-            "games": env.num_arenas,
-            "game_seconds": args.game_seconds,
-            "seed": args.seed,
-            "action_mode": mode,
-            "wins": summary.wins,
-            "draws": summary.draws,
-            "losses": summary.losses,
-            "goals_a": summary.goals_a,
-            "goals_b": summary.goals_b,
-            "groups": [asdict(g) for g in groups],
-        }
-        with open(args.json, "w") as f:
-            json.dump(payload, f, indent=2)
+    write_report(args, match, summary, {"groups": [asdict(g) for g in groups]})
     return 0
 
 

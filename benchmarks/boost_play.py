@@ -14,18 +14,14 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from match_setup import match_parser, open_match, write_report
 
-from speedflip.checkpoint import CheckpointError
 from speedflip.env import layout as L
-from speedflip.env.vec_env import RocketLeagueVecEnv
-from speedflip.selfplay.evaluate import resolve_player, training_obs_options
-from speedflip.selfplay.match import match_env_config, play_match, summarize
+from speedflip.selfplay.match import play_match, summarize
 
 SUPERSONIC_SPEED = 2200.0  # uu/s
 
@@ -62,25 +58,11 @@ def side_usage(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("a", help="player A: a run dir, checkpoint or built-in name")
-    parser.add_argument("b", help="player B")
-    parser.add_argument("--games", type=int, default=100)
-    parser.add_argument("--game-seconds", type=float, default=60.0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--stochastic", action="store_true", help="sample actions (default: as exported, argmax)")
-    parser.add_argument("--json", default=None)
-    args = parser.parse_args(argv)
-
-    try:
-        options = training_obs_options(args.a, args.b)
-    except CheckpointError as err:
-        print(f"boost_play.py: {err}", file=sys.stderr)
+    args = match_parser(__doc__).parse_args(argv)
+    match = open_match(args, "boost_play.py")
+    if match is None:
         return 2
-    env = RocketLeagueVecEnv(match_env_config(args.games, 1, args.game_seconds, obs_options=options), seed=args.seed)
-    deterministic = not args.stochastic
-    policy_a = resolve_player(args.a, env, args.seed, deterministic)
-    policy_b = resolve_player(args.b, env, args.seed + 1, deterministic)
+    env, policy_a, policy_b, mode = match.env, match.policy_a, match.policy_b, match.mode
     boost_log: list[np.ndarray] = []
     speed_log: list[np.ndarray] = []
     delta_log: list[np.ndarray] = []
@@ -112,7 +94,6 @@ def main(argv: list[str] | None = None) -> int:
             "B", policy_b.name, boost[:, ~a_cars], gained[:, ~a_cars], spent[:, ~a_cars], speed[:, ~a_cars], minutes
         ),
     ]
-    mode = "sampled" if args.stochastic else "deterministic"
     print(
         f"{policy_a.name} vs {policy_b.name}, {K} games of {args.game_seconds:g} s, {mode}: "
         f"{summary.wins} / {summary.draws} / {summary.losses} ({summary.goals_a}:{summary.goals_b})"
@@ -123,23 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{u.side:<5}{u.player[:27]:<28}{u.mean_boost:>7.1f}{u.empty_share:>7.2f}{u.picked_up_per_minute:>10.1f}"
             f"{u.spent_per_minute:>11.1f}{u.mean_speed:>8.0f}{u.supersonic_share:>7.2f}"
         )
-    if args.json:
-        payload = {
-            "a": args.a,
-            "b": args.b,
-            "games": K,
-            "game_seconds": args.game_seconds,
-            "seed": args.seed,
-            "action_mode": mode,
-            "wins": summary.wins,
-            "draws": summary.draws,
-            "losses": summary.losses,
-            "goals_a": summary.goals_a,
-            "goals_b": summary.goals_b,
-            "sides": [asdict(u) for u in usage],
-        }
-        with open(args.json, "w") as f:
-            json.dump(payload, f, indent=2)
+    write_report(args, match, summary, {"sides": [asdict(u) for u in usage]})
     return 0
 
 

@@ -9,11 +9,12 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from benchmark_modules import load_benchmark
+from benchmark_modules import BENCHMARKS, load_benchmark
 
 
 @pytest.fixture
-def ball_zones() -> ModuleType:
+def ball_zones(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # it imports match_setup beside it, as when run as a script
     return load_benchmark("ball_zones")
 
 

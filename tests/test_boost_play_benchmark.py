@@ -9,11 +9,12 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from benchmark_modules import load_benchmark
+from benchmark_modules import BENCHMARKS, load_benchmark
 
 
 @pytest.fixture
-def boost_play() -> ModuleType:
+def boost_play(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # it imports match_setup beside it, as when run as a script
     return load_benchmark("boost_play")
 
 
