@@ -147,3 +147,36 @@ def test_set_state_then_read_reflects_it() -> None:
     np.testing.assert_allclose(st.cars[1, 1, 0, L.CAR_VEL], [10.0, -20.0, 30.0])
     assert st.cars[1, 1, 0, L.CAR_BOOST] == pytest.approx(55.0)
     assert not np.allclose(st.cars[0, 1, 0, L.CAR_POS], [100.0, 200.0, 300.0])
+
+
+def _respawned_x(seed: int, num_arenas: int = 6) -> list[float]:
+    """Demolish every car of ``num_arenas`` 1v1 arenas, step 4 s with neutral controls: each car's x after
+    RocketSim respawned it (3 s after the demolition)."""
+    arenas = Arenas(num_arenas=num_arenas, blue_size=1, orange_size=1, seed=seed)
+    try:
+        for cars in arenas.cars:
+            for car in cars:
+                car.demolish()
+        st = arenas.read_all()
+        assert np.all(st.cars[:, :, 0, L.CAR_IS_DEMOED] == 1.0)
+        actions = np.zeros(arenas.num_arenas * arenas.num_cars, np.int64)
+        for _ in range(60):  # 60 steps of 8 ticks: 4 s
+            st = arenas.step(actions, [rsim.CarControls()])
+        assert np.all(st.cars[:, :, 0, L.CAR_IS_DEMOED] == 0.0)
+        blue_y, orange_y = st.cars[:, 0, 0, L.CAR_POS][:, 1], st.cars[:, 1, 0, L.CAR_POS][:, 1]
+        assert np.allclose(blue_y, -4608.0, atol=5.0) and np.allclose(orange_y, 4608.0, atol=5.0)  # behind its goal
+        return [float(x) for x in st.cars[:, :, 0, L.CAR_POS][..., 0].reshape(-1)]
+    finally:
+        arenas.close()
+
+
+def test_a_demolished_car_respawns_where_the_seed_says() -> None:
+    """RocketSim picks a demolished car's respawn spot with an unseeded random number; the arenas move it to a spot
+    drawn from their own seeded generator: one seed, the same spots every time (12 cars); another seed, other
+    spots. Every car ends on one of the four spots behind its own goal (orange's turned about z)."""
+    first = _respawned_x(seed=3)
+    assert [_respawned_x(seed=3) for _ in range(2)] == [first, first]
+    spots = {-2688.0, -2304.0, 2304.0, 2688.0}
+    assert all(min(abs(x - s) for s in spots) < 1.0 for x in first), first
+    assert len({round(x) for x in first}) > 1  # not one spot for every car
+    assert _respawned_x(seed=4) != first

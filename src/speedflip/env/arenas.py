@@ -2,6 +2,11 @@
 
 The only per-arena Python work is the physics call (which releases the GIL), the control hand-off
 (one call per car) and reading the state; everything downstream works on the arrays.
+
+A demolished car is respawned by RocketSim after 3 s on one of four spots behind its goal, picked with an
+unseeded random number (the same command gave different evaluation games from one run to the next,
+docs/learning.md, thirty-third session). The arenas replace that pick with one from their own seeded generator
+(:meth:`Arenas._seed_respawns`), so a seed replays every game, demolitions included.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ import RocketSim as rsim
 from speedflip._types import Array
 from speedflip.env import layout as L
 from speedflip.env.sim import init_rocketsim
+
+# the x of the four spots a demolished car respawns on, blue's side (orange: turned 180 degrees about z)
+RESPAWN_SPOTS_X = np.array([x for x, _y, _yaw in rsim.RLConst.CAR_RESPAWN_LOCATIONS_SOCCAR], np.float64)
 
 
 @dataclass
@@ -64,6 +72,7 @@ class Arenas:
         action_delay_ticks: int = 1,
         num_threads: int = 1,
         meshes_dir: str | None = None,
+        seed: int = 0,
     ) -> None:
         if num_arenas < 1:
             raise ValueError("num_arenas must be at least 1")
@@ -92,6 +101,8 @@ class Arenas:
         self._pool = ThreadPoolExecutor(self.num_threads) if self.num_threads > 1 else None
         self._controls: Sequence[rsim.CarControls] = ()
         self._actions = np.zeros((num_arenas, self.num_cars), np.int64)
+        # one generator per arena for the respawn spot after a demolition (threads step disjoint arenas)
+        self._respawn_rngs = [np.random.default_rng([seed, k]) for k in range(num_arenas)]
 
     # ------------------------------------------------------------------ stepping
     def step(self, actions: Array, controls: Sequence[rsim.CarControls]) -> GameArrays:
@@ -113,13 +124,33 @@ class Arenas:
         )
         for k in chunk:
             arena = self.arenas[k]
+            demoed = [c for c in range(self.num_cars) if self.state.cars[k, c, 0, L.CAR_IS_DEMOED] > 0.5]
             if delay:
                 arena.step(delay)
             for car, idx in zip(self.cars[k], self._actions[k].tolist(), strict=True):
                 car.set_controls(controls[idx])
             if rest:
                 arena.step(rest)
+            if demoed:
+                self._seed_respawns(k, demoed)
             self._read(k)
+
+    def _seed_respawns(self, k: int, demoed: list[int]) -> None:
+        """Move the cars of arena ``k`` that were demolished before this step and RocketSim respawned in it to a
+        spot drawn from the arena's own generator: the four respawn spots of a team differ only in x, so the
+        car keeps everything RocketSim gave it (height, rotation, boost, the ticks since) and its x is moved by
+        the difference between the seeded spot and the one RocketSim picked."""
+        spots_x = RESPAWN_SPOTS_X
+        for c in demoed:
+            car = self.cars[k][c]
+            state = car.get_state()
+            if state.is_demoed:
+                continue  # still waiting for its respawn
+            sign = 1.0 if car.team == rsim.Team.BLUE else -1.0  # orange's spots are blue's turned about z
+            picked = spots_x[int(np.argmin(np.abs(sign * state.pos.x - spots_x)))]
+            seeded = spots_x[int(self._respawn_rngs[k].integers(len(spots_x)))]
+            state.pos = rsim.Vec(state.pos.x + sign * (seeded - picked), state.pos.y, state.pos.z)
+            car.set_state(state)
 
     def step_physics_only(self, ticks: int) -> None:
         """Raw physics for every arena (the benchmark's limit): no controls, no state read."""

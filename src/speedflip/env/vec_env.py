@@ -65,6 +65,7 @@ class RocketLeagueVecEnv:
             action_delay_ticks=cfg.action_delay_ticks,
             num_threads=num_threads,
             meshes_dir=cfg.meshes_dir,
+            seed=seed + arena_offset,
         )
         self.num_arenas = cfg.num_arenas
         self.num_cars = self.arenas.num_cars
