@@ -101,6 +101,7 @@ class Arenas:
         self._pool = ThreadPoolExecutor(self.num_threads) if self.num_threads > 1 else None
         self._controls: Sequence[rsim.CarControls] = ()
         self._actions = np.zeros((num_arenas, self.num_cars), np.int64)
+        self._demoed = np.zeros((num_arenas, self.num_cars), bool)  # cars demolished before the current step
         # one generator per arena for the respawn spot after a demolition (threads step disjoint arenas)
         self._respawn_rngs = [np.random.default_rng([seed, k]) for k in range(num_arenas)]
 
@@ -109,6 +110,7 @@ class Arenas:
         """Apply ``controls[actions[k, c]]`` to car ``c`` of arena ``k`` and simulate ``tick_skip`` ticks."""
         self._actions = actions.reshape(self.num_arenas, self.num_cars)
         self._controls = controls
+        self._demoed = self.state.cars[:, :, 0, L.CAR_IS_DEMOED] > 0.5  # [K, C], read once for every arena
         if self._pool is None:
             self._step_chunk(self._chunks[0])
         else:
@@ -124,7 +126,7 @@ class Arenas:
         )
         for k in chunk:
             arena = self.arenas[k]
-            demoed = [c for c in range(self.num_cars) if self.state.cars[k, c, 0, L.CAR_IS_DEMOED] > 0.5]
+            demoed = np.flatnonzero(self._demoed[k]).tolist() if self._demoed[k].any() else []
             if delay:
                 arena.step(delay)
             for car, idx in zip(self.cars[k], self._actions[k].tolist(), strict=True):
