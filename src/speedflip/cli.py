@@ -95,6 +95,16 @@ def _parser() -> argparse.ArgumentParser:
     lg = sub.add_parser("league", help="print a league's Elo table and write a rating plot")
     lg.add_argument("run", help="a run directory (its league.json) or a league.json path")
     lg.add_argument("--plot", help="PNG path for the Elo plot over steps and minutes (default beside league.json)")
+    pick = sub.add_parser(
+        "pick",
+        help="the final pick on a finished run: its last milestones play longer games against the rule bot and "
+        "the idle car, the best becomes the shipped bot (best.json)",
+    )
+    pick.add_argument("run", help="a run directory with rated milestones")
+    pick.add_argument("--milestones", type=int, help="the last N rated milestones (default: the run's setting, else 8)")
+    pick.add_argument("--games", type=int, help="games per anchor and milestone, even (default: the run's, 32)")
+    pick.add_argument("--game-seconds", type=float, help="simulated seconds per game (default: the run's, 60)")
+    pick.add_argument("--seed", type=int, help="the games' seed (default: the run's seed + 7)")
     bench = sub.add_parser(
         "bench", help="collection and training throughput vs the physics limit and RLGym's loop (one process)"
     )
@@ -249,6 +259,12 @@ def _cmd_league(args: argparse.Namespace, console: Console) -> int:
     return run_league(args.run, args.plot, console)
 
 
+def _cmd_pick(args: argparse.Namespace, console: Console) -> int:
+    from speedflip.selfplay.final_pick import run_pick
+
+    return run_pick(args.run, args.milestones, args.games, args.game_seconds, args.seed, console)
+
+
 def _cmd_watch(args: argparse.Namespace, console: Console) -> int:
     from speedflip.watch.run import run_watch
 
@@ -287,7 +303,7 @@ def _cmd_components(args: argparse.Namespace, console: Console) -> int:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
     "train": _cmd_train, "eval": _cmd_eval, "bench": _cmd_bench, "league": _cmd_league, "watch": _cmd_watch,
-    "doctor": _cmd_doctor, "export": _cmd_export, "components": _cmd_components,
+    "doctor": _cmd_doctor, "export": _cmd_export, "components": _cmd_components, "pick": _cmd_pick,
 }  # fmt: skip
 
 

@@ -521,6 +521,16 @@ class SelfPlayConfig(_Strict):
         "rate against the rule bot and the idle car in its rating games (Elo breaks ties), 'elo' = the highest "
         "Elo, which also counts games against earlier milestones (docs/learning.md, sixteenth session)",
     )
+    final_pick_milestones: int = Field(
+        0, ge=0,
+        description="at the end of a run, the last N milestones of the current stage play "
+        "selfplay.final_pick_games games against the rule bot and the idle car and the best of them becomes the "
+        "shipped bot (best.json; 0 = off: the rating's pick stands; docs/learning.md, thirty-fourth session)",
+    )  # fmt: skip
+    final_pick_games: int = Field(
+        32, ge=2, multiple_of=2, description="final pick: games per anchor and milestone (even: sides are swapped)"
+    )
+    final_pick_game_seconds: float = Field(60.0, gt=0, description="final pick: simulated seconds per game")
 
     @model_validator(mode="after")
     def _rule_share_needs_the_rule_bot(self) -> SelfPlayConfig:

@@ -122,10 +122,15 @@ def update_best(run_dir: Path, candidate: BestMilestone, ship_by: ShipBy = "anch
     new = next_best(read_best(run_dir), candidate, ship_by, margin)
     if new is None:
         return False
-    tmp = run_dir / f".{BEST_FILE}.tmp"
-    tmp.write_text(json.dumps(asdict(new), indent=2) + "\n")
-    os.replace(tmp, run_dir / BEST_FILE)
+    write_best(run_dir, new)
     return True
+
+
+def write_best(run_dir: Path, best: BestMilestone) -> None:
+    """Make ``best`` the run's shipped bot, whatever ``best.json`` named before (replaced atomically)."""
+    tmp = run_dir / f".{BEST_FILE}.tmp"
+    tmp.write_text(json.dumps(asdict(best), indent=2) + "\n")
+    os.replace(tmp, run_dir / BEST_FILE)
 
 
 def best_checkpoint(run_dir: Path) -> Path | None:

@@ -44,7 +44,7 @@ from speedflip.selfplay.league import (
     Player,
     append_games,
 )
-from speedflip.selfplay.match import OBS_KEYS, match_env_config, play_match
+from speedflip.selfplay.match import OBS_KEYS, GameResult, match_env_config, play_match
 from speedflip.selfplay.policies import NeuralPolicy, Policy, ScriptedPolicy, checkpoint_meta, idle_policy
 from speedflip.selfplay.rule_policy import RulePolicy
 
@@ -169,53 +169,27 @@ def rate_milestone(
 
     Raises :class:`RatingError` when it cannot be rated (action form, observation size).
     """
-    reason = rating_unavailable(env)
-    if reason is not None:
-        raise RatingError(reason)
-    meta = checkpoint_meta(path)
-    step, compat = meta.get("global_step"), meta.get("compat")
-    obs_dim = compat.get("obs_dim") if isinstance(compat, dict) else None
-    if not isinstance(step, int) or not isinstance(obs_dim, int):
-        raise RatingError(f"'{path / 'meta.json'}' lacks global_step or compat.obs_dim (not a speedflip milestone)")
+    step, obs_dim = _milestone_shape(path, env)
     name = f"{path.parent.name}@{step}"
     earlier = earlier_milestones(league, step, sp.rating_opponents)
     prior_mean = earlier[0].rating if earlier else IDLE_RATING
 
     table = table_from_spec(env.action_table)  # the match env's table (built from the same setting)
-    opponents: list[tuple[str, Policy]] = [(REFERENCE_PLAYER, ScriptedPolicy(RulePolicy.for_table(table)))]
-    notes: list[str] = []
-    try:
-        opponents.append((IDLE_PLAYER, idle_policy(table)))
-    except ValueError:
-        notes.append("the action table has no all-zero row: the idle car was left out")
+    opponents, notes = _anchors(table)
     for before in earlier:
         try:
             opponents.append((before.name, _milestone_policy(Path(str(before.path)), obs_dim, table, seed)))
         except CheckpointError as err:
             notes.append(f"{before.name} was left out ({err})")
-
     team = max(1, env.blue_size)
-    pad = max(env.obs_team_size, env.blue_size, env.orange_size)
-    options = {**env.model_dump(include=set(OBS_KEYS)), "obs_team_size": pad}
-    games = sp.rating_games * len(opponents)
-    match = RocketLeagueVecEnv(match_env_config(games, team, sp.rating_game_seconds, obs_options=options), seed=seed)
-    try:
-        if match.obs_dim != obs_dim:
-            raise RatingError(
-                f"the milestone observes {obs_dim} numbers but a {team}v{team} match gives {match.obs_dim}"
-            )
-        milestone = _milestone_policy(path, obs_dim, match.actions.table, seed)
-        per_game = [opponents[k % len(opponents)] for k in range(games)]  # each opponent G/2 games per side
-        results = play_match(match, milestone, [policy for _, policy in per_game], sp.rating_game_seconds)
-    finally:
-        match.close()
+    played = _play(path, obs_dim, env, opponents, sp.rating_games, sp.rating_game_seconds, seed)
 
     player = league.player(name, step=step, path=str(path), train_minutes=train_minutes)
     out = MilestoneRating(name, player.rating, prior_mean, notes=notes)
     scores: list[float] = []
     anchors: list[float] = []
     rows = []
-    for result, (opponent, _) in zip(results, per_game, strict=True):
+    for opponent, result in played:
         scores.append(result.score_a)
         anchors.append(league.player(opponent).rating)
         rating = performance_rating(scores, anchors, prior_mean, sp.rating_prior_sd)
@@ -229,6 +203,76 @@ def rate_milestone(
         league.save()
         append_games(games_log, rows)
     return out
+
+
+def anchor_games(
+    path: Path, env: EnvConfig, games_per_opponent: int, game_seconds: float, seed: int
+) -> tuple[dict[str, float], dict[str, int]]:
+    """The milestone at ``path`` against the anchors alone (the rule bot and the idle car), as the exported bot
+    plays: its points and games per anchor, ``games_per_opponent`` games of ``game_seconds`` each (half per
+    side), nothing recorded. Raises :class:`RatingError` when it cannot play here."""
+    _step, obs_dim = _milestone_shape(path, env)
+    opponents, _notes = _anchors(table_from_spec(env.action_table))
+    points: dict[str, float] = {}
+    games: dict[str, int] = {}
+    for opponent, result in _play(path, obs_dim, env, opponents, games_per_opponent, game_seconds, seed):
+        points[opponent] = points.get(opponent, 0.0) + result.score_a
+        games[opponent] = games.get(opponent, 0) + 1
+    return points, games
+
+
+def _milestone_shape(path: Path, env: EnvConfig) -> tuple[int, int]:
+    """``(global_step, obs_dim)`` of the milestone at ``path``; :class:`RatingError` when it cannot be rated."""
+    reason = rating_unavailable(env)
+    if reason is not None:
+        raise RatingError(reason)
+    meta = checkpoint_meta(path)
+    step, compat = meta.get("global_step"), meta.get("compat")
+    obs_dim = compat.get("obs_dim") if isinstance(compat, dict) else None
+    if not isinstance(step, int) or not isinstance(obs_dim, int):
+        raise RatingError(f"'{path / 'meta.json'}' lacks global_step or compat.obs_dim (not a speedflip milestone)")
+    return step, obs_dim
+
+
+def _anchors(table: Array) -> tuple[list[tuple[str, Policy]], list[str]]:
+    """The fixed anchors that can play ``table`` (the rule bot; the idle car when the table has an all-zero row)
+    and notes on any left out."""
+    opponents: list[tuple[str, Policy]] = [(REFERENCE_PLAYER, ScriptedPolicy(RulePolicy.for_table(table)))]
+    notes: list[str] = []
+    try:
+        opponents.append((IDLE_PLAYER, idle_policy(table)))
+    except ValueError:
+        notes.append("the action table has no all-zero row: the idle car was left out")
+    return opponents, notes
+
+
+def _play(
+    path: Path,
+    obs_dim: int,
+    env: EnvConfig,
+    opponents: list[tuple[str, Policy]],
+    games_per_opponent: int,
+    game_seconds: float,
+    seed: int,
+) -> list[tuple[str, GameResult]]:
+    """The milestone's games against every opponent side by side in one match env (arena ``k`` against opponent
+    ``k mod n``, sides swapped halfway): ``(opponent name, result)`` per game, in arena order."""
+    team = max(1, env.blue_size)
+    pad = max(env.obs_team_size, env.blue_size, env.orange_size)
+    options = {**env.model_dump(include=set(OBS_KEYS)), "obs_team_size": pad}
+    games = games_per_opponent * len(opponents)
+    match = RocketLeagueVecEnv(match_env_config(games, team, game_seconds, obs_options=options), seed=seed)
+    try:
+        if match.obs_dim != obs_dim:
+            raise RatingError(
+                f"the milestone observes {obs_dim} numbers but a {team}v{team} match gives {match.obs_dim}"
+            )
+        milestone = _milestone_policy(path, obs_dim, match.actions.table, seed)
+        per_game = [opponents[k % len(opponents)] for k in range(games)]  # each opponent G/2 games per side
+        results = play_match(match, milestone, [policy for _, policy in per_game], game_seconds)
+    finally:
+        match.close()
+    return [(name, result) for (name, _), result in zip(per_game, results, strict=True)]
 
 
 def _milestone_policy(path: Path, obs_dim: int, table: Array, seed: int) -> NeuralPolicy:

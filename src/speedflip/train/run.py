@@ -26,6 +26,7 @@ from speedflip.models.build import recurrent_spec
 from speedflip.provenance import config_hash, git_commit
 from speedflip.schedule import stage_config
 from speedflip.selfplay.best import BestMilestone, read_best, update_best
+from speedflip.selfplay.final_pick import FINAL_PICK_FILE, FINAL_PICK_SEED_OFFSET, final_pick
 from speedflip.selfplay.league import GAMES_FIELDS, LeagueError
 from speedflip.selfplay.rating import RatingError, rate_milestone, rating_unavailable
 from speedflip.train.loop import TrainClock, checkpoint_meta, describe_budget
@@ -261,6 +262,36 @@ class RocketLeagueSession:
         except OSError as err:
             console.print(f"note: could not record the best milestone ({err}); training goes on", soft_wrap=True)
 
+    def _final_pick(self, console: Console, run_dir: Path) -> None:
+        """The last milestones against the anchors in longer games; the best becomes the shipped bot
+        (:mod:`speedflip.selfplay.final_pick`); timed into the rating's seconds. It never fails the run."""
+        trainer, sp = self.trainer, self.cfg.selfplay
+        console.print(
+            f"final pick: the last {sp.final_pick_milestones} milestones, {sp.final_pick_games} games of "
+            f"{sp.final_pick_game_seconds:g} s against the rule bot and the idle car each (a second Ctrl-C skips this)",
+            soft_wrap=True,
+        )
+        start = time.perf_counter()
+        try:
+            pick = final_pick(
+                run_dir, trainer.stage_name, trainer.matchmaker.league, trainer.env_cfg.env, sp,
+                self.cfg.run.seed + FINAL_PICK_SEED_OFFSET,
+            )  # fmt: skip
+        except (RatingError, CheckpointError, OSError) as err:
+            console.print(f"note: no final pick ({err}); the rating's pick stands", soft_wrap=True)
+            return
+        finally:
+            self.rating_seconds_total += time.perf_counter() - start
+        if pick is None:
+            console.print("note: no rated milestone in this stage to pick from", soft_wrap=True)
+            return
+        scores = ", ".join(f"{c.step:,} {c.score:.2f}" for c in pick.candidates)
+        console.print(
+            f"final pick in {pick.seconds:.1f} s (score rate vs rule+idle: {scores}): {pick.picked.name} ships "
+            f"({run_dir / FINAL_PICK_FILE})",
+            soft_wrap=True,
+        )
+
     def save(self, checkpoints_dir: Path, meta: dict[str, Any]) -> Path:
         return self.trainer.save(checkpoints_dir, {**meta, **self._clock_meta()})
 
@@ -278,6 +309,8 @@ class RocketLeagueSession:
                 soft_wrap=True,
             )
             self._milestone(self._last_record, console, replay=False)
+        if self.cfg.selfplay.final_pick_milestones > 0 and self._rating_on():
+            self._final_pick(console, run_dir)
 
         if self.rating_seconds_total > 0:
             train = self.train_seconds()

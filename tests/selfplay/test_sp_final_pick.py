@@ -1,0 +1,140 @@
+"""The final pick: scores by hand, the newest of equal ones, best.json replaced, a short rated run ending with it."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from sp_helpers import tiny_config
+
+from speedflip.config import ConfigError, build_config
+from speedflip.selfplay import final_pick as final_pick_module
+from speedflip.selfplay.best import BestMilestone, read_best, write_best
+from speedflip.selfplay.final_pick import FINAL_PICK_SEED_OFFSET, Candidate, final_pick, pick_best
+from speedflip.selfplay.league import IDLE_PLAYER, REFERENCE_PLAYER, League
+from speedflip.selfplay.rating import anchor_games
+
+
+def _candidate(step: int, rule: float, idle: float, games: int = 4) -> Candidate:
+    points, games_played = {"rule": rule, "idle": idle}, {"rule": games, "idle": games}
+    return Candidate(f"main@{step}", step, Path(str(step)), points, games_played)
+
+
+def test_the_score_rate_counts_both_anchors_games() -> None:
+    # 2 wins and 3 draws of 4 + 4 games: (3.5 + 4.0) / 8
+    assert _candidate(1, rule=3.5, idle=4.0).score == pytest.approx(7.5 / 8)
+    assert _candidate(1, rule=0.0, idle=0.0).score == 0.0
+
+
+def test_the_best_score_is_picked_and_the_newest_of_equal_ones() -> None:
+    older_best = [_candidate(100, 4.0, 4.0), _candidate(200, 3.0, 4.0), _candidate(300, 2.0, 4.0)]
+    assert pick_best(older_best).step == 100  # not the newest: the best
+    tied = [_candidate(100, 3.0, 4.0), _candidate(200, 4.0, 3.0), _candidate(300, 1.0, 4.0)]
+    assert pick_best(tied).step == 200  # 7/8 both: the newer one
+    with pytest.raises(ValueError, match="no candidates"):
+        pick_best([])
+
+
+def _run_with_milestones(tmp_path: Path, source: Path, steps: list[int], rated: list[int]) -> tuple[Path, League]:
+    run = tmp_path / "run"
+    league = League.load(run / "league.json")
+    for step in steps:
+        shutil.copytree(source, run / "milestones" / "main" / str(step))
+        if step in rated:
+            league.player(f"main@{step}", step=step, path=str(run / "milestones" / "main" / str(step))).rating = step
+    return run, league
+
+
+def test_the_best_of_the_last_milestones_replaces_the_ratings_pick(
+    tmp_path: Path, run_1v1: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scores decided here (anchor_games replaced): of the last 3 rated milestones the middle one is best and
+    ships although best.json named the newest; an unrated folder and the oldest milestone take no part."""
+    source = next((run_1v1 / "checkpoints").iterdir())
+    run, league = _run_with_milestones(tmp_path, source, [100, 200, 300, 400, 500], rated=[100, 200, 300, 400])
+    write_best(run, BestMilestone("milestones/main/400", "main@400", 400, 400.0, "main", anchor_score=0.9))
+    points = {"200": 5.0, "300": 7.0, "400": 6.0}  # of 8 games against each anchor
+    played: list[tuple[str, int, float, int]] = []
+
+    def fake(path: Path, env: object, games: int, seconds: float, seed: int) -> tuple[dict, dict]:
+        played.append((path.name, games, seconds, seed))
+        return {"rule": points[path.name], "idle": 8.0}, {"rule": games, "idle": games}
+
+    monkeypatch.setattr(final_pick_module, "anchor_games", fake)
+    cfg = tiny_config(selfplay={"final_pick_milestones": 3, "final_pick_games": 8, "final_pick_game_seconds": 5.0})
+    pick = final_pick(run, "main", league, cfg.env, cfg.selfplay, seed=11)
+
+    assert pick is not None
+    assert played == [("200", 8, 5.0, 11), ("300", 8, 5.0, 11), ("400", 8, 5.0, 11)]  # 500 is not rated
+    assert pick.picked.name == "main@300" and pick.picked.score == pytest.approx(15 / 16)
+    best = read_best(run)
+    assert best is not None
+    assert (best.name, best.path, best.step, best.elo) == ("main@300", "milestones/main/300", 300, 300.0)
+    assert best.anchor_score == best.stage_best_score == pytest.approx(15 / 16, abs=1e-4)
+    record = json.loads((run / "final_pick.json").read_text())
+    assert record["picked"]["name"] == "main@300"
+    assert [c["score"] for c in record["candidates"]] == [pytest.approx(13 / 16), pytest.approx(15 / 16), 0.875]
+    assert (record["games_per_anchor"], record["game_seconds"], record["seed"]) == (8, 5.0, 11)
+
+
+def test_real_games_against_the_anchors(tmp_path: Path, run_1v1: Path) -> None:
+    """Two copies of one policy play the same seeded games, so they score alike and the newer ships; the
+    recorded points are those anchor_games gives for the same seed."""
+    source = next((run_1v1 / "checkpoints").iterdir())
+    run, league = _run_with_milestones(tmp_path, source, [100, 200], rated=[100, 200])
+    cfg = tiny_config(selfplay={"final_pick_milestones": 5, "final_pick_games": 2, "final_pick_game_seconds": 2.0})
+    pick = final_pick(run, "main", league, cfg.env, cfg.selfplay, seed=4)
+    assert pick is not None
+    assert [c.step for c in pick.candidates] == [100, 200]
+    first, second = pick.candidates
+    assert first.games == second.games == {REFERENCE_PLAYER: 2, IDLE_PLAYER: 2}
+    assert first.points == second.points
+    assert pick.picked.step == 200
+    assert anchor_games(run / "milestones" / "main" / "100", cfg.env, 2, 2.0, 4) == (first.points, first.games)
+
+
+def test_no_rated_milestone_is_no_pick(tmp_path: Path, run_1v1: Path) -> None:
+    source = next((run_1v1 / "checkpoints").iterdir())
+    run, league = _run_with_milestones(tmp_path, source, [100], rated=[])
+    cfg = tiny_config(selfplay={"final_pick_milestones": 2})
+    assert final_pick(run, "main", league, cfg.env, cfg.selfplay, seed=0) is None
+    assert read_best(run) is None and not (run / "final_pick.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [({"final_pick_games": 3}, "final_pick_games"), ({"final_pick_milestones": -1}, "final_pick_milestones")],
+)
+def test_bad_settings_name_the_setting(values: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        build_config({"selfplay": values})
+
+
+def test_a_rated_run_ends_with_the_final_pick(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from speedflip.train.run import train
+
+    steps = 64  # 2 arenas x 2 cars x 16 steps: a milestone after every iteration
+    cfg = tiny_config(
+        ppo={"num_steps": 16, "minibatch_size": 64},
+        run={"total_steps": 4 * steps, "checkpoint_interval_steps": 2 * steps, "milestone_replays": False},
+        selfplay={"snapshot_interval_steps": steps, "rating_games": 2, "rating_game_seconds": 2.0,
+                  "final_pick_milestones": 3, "final_pick_games": 2, "final_pick_game_seconds": 2.0},
+    )  # fmt: skip
+    run = tmp_path / "run"
+    out = io.StringIO()
+    assert train(cfg, run, console=Console(file=out, width=200)) == 0, out.getvalue()
+    text = " ".join(out.getvalue().split())
+    record = json.loads((run / "final_pick.json").read_text())
+    assert [c["name"] for c in record["candidates"]] == [f"main@{s * steps}" for s in (2, 3, 4)]
+    scores = [(c["score"], c["step"]) for c in record["candidates"]]
+    picked = max(scores)
+    assert record["picked"]["step"] == picked[1] and record["seed"] == cfg.run.seed + FINAL_PICK_SEED_OFFSET
+    best = json.loads((run / "best.json").read_text())
+    assert best["name"] == f"main@{picked[1]}" and best["anchor_score"] == pytest.approx(picked[0], abs=1e-4)
+    assert "final pick in" in text and f"main@{picked[1]} ships" in text
+    assert text.index("final pick in") < text.index("milestone rating:")  # its time is counted with the rating's
