@@ -138,3 +138,22 @@ def test_a_rated_run_ends_with_the_final_pick(tmp_path: Path) -> None:
     assert best["name"] == f"main@{picked[1]}" and best["anchor_score"] == pytest.approx(picked[0], abs=1e-4)
     assert "final pick in" in text and f"main@{picked[1]} ships" in text
     assert text.index("final pick in") < text.index("milestone rating:")  # its time is counted with the rating's
+
+    # `speedflip pick` on the finished run: the run's settings unless given
+    from speedflip.cli import main
+
+    assert main(["pick", str(run), "--milestones", "2", "--games", "2", "--game-seconds", "2", "--seed", "5"]) == 0
+    again = json.loads((run / "final_pick.json").read_text())
+    assert [c["name"] for c in again["candidates"]] == [f"main@{s * steps}" for s in (3, 4)]
+    assert (again["games_per_anchor"], again["game_seconds"], again["seed"]) == (2, 2.0, 5)
+    assert json.loads((run / "best.json").read_text())["name"] == again["picked"]["name"]
+
+
+def test_pick_of_a_folder_that_is_no_run_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from speedflip.cli import main
+
+    assert main(["pick", str(tmp_path / "missing")]) != 0
+    err = capsys.readouterr().err
+    assert "is not a run directory with rated milestones" in err and "Traceback" not in err
+    assert main(["pick", str(tmp_path), "--games", "3"]) != 0  # checked only once the run is found: still one line
+    assert "Traceback" not in capsys.readouterr().err

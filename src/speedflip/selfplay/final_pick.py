@@ -139,7 +139,8 @@ def run_pick(
     without it or to pick again with more games. The stage is the one ``best.json`` names, else the run's only
     one. Bad input (no run, no league, an unknown stage) is a :class:`~speedflip.config.ConfigError`."""
     run_dir = Path(run)
-    stages = sorted(p.name for p in (run_dir / "milestones").iterdir() if p.is_dir()) if run_dir.is_dir() else []
+    milestones_dir = run_dir / "milestones"
+    stages = sorted(p.name for p in milestones_dir.iterdir() if p.is_dir()) if milestones_dir.is_dir() else []
     if not (run_dir / "league.json").is_file() or not stages:
         raise ConfigError(
             f"'{run}' is not a run directory with rated milestones (league.json and milestones/<stage>/): pass the "
