@@ -138,6 +138,8 @@ def run_pick(
     """``speedflip pick RUN``: the final pick on a finished run (its settings unless given), for runs trained
     without it or to pick again with more games. The stage is the one ``best.json`` names, else the run's only
     one. Bad input (no run, no league, an unknown stage) is a :class:`~speedflip.config.ConfigError`."""
+    if milestones is not None and milestones < 1:
+        raise ConfigError(f"--milestones must be at least 1, got {milestones}")
     run_dir = Path(run)
     milestones_dir = run_dir / "milestones"
     stages = sorted(p.name for p in milestones_dir.iterdir() if p.is_dir()) if milestones_dir.is_dir() else []
