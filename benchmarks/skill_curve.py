@@ -13,6 +13,8 @@ snapshot. The clock starts when the train command is launched, so start-up count
 ``run.total_steps`` is set out of reach and ``run.time_budget_minutes`` to N (the clock ends the run), so
 ``ppo.anneal_lr`` follows the minutes; DQN's epsilon, a schedule over steps, would not progress: the JSON
 carries a warning when the run's config has one.
+``--steps S`` ends every run at S agent steps instead, with N minutes as a cap: a lever measured on a host
+slower or faster than its baseline's is then compared at the baseline's steps (a thirty-fourth session method).
 
 After the seed's training, every snapshot plays ``speedflip eval SNAPSHOT OPPONENT --json`` against
 ``rule`` (the bot training plays against), ``idle``, and the evaluation-only scripted bots of
@@ -32,6 +34,8 @@ Usage::
     python benchmarks/skill_curve.py --preset 1v1 --minutes 30 --seeds 3 --out runs/skill-1v1
     python benchmarks/skill_curve.py --preset quick --minutes 1.5 --seeds 1 --snapshot-minutes 0.5 \\
         --games 4 --games-final 4 --checkpoint-every 50000 --out /tmp/skill-tiny      # a smoke test
+    python benchmarks/skill_curve.py --preset 1v1 --steps 22437888 --minutes 50 --seeds 1 --first-seed 1 \\
+        --snapshot-minutes 50 --set ... --out /tmp/skill/lever         # at a baseline's steps on another host
     python benchmarks/skill_curve.py --summarize runs/skill-1v1/skill_curve.json
 """
 
@@ -164,15 +168,7 @@ def train_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]
         print(f"seed {seed}: the earlier {run_dir} is now {aside}", flush=True)
     snap_dir = run_dir / "snapshots"
     log_path = out / f"seed{seed}.train.log"
-    sets = [
-        f"run.seed={seed}",
-        f"run.checkpoint_interval_steps={args.checkpoint_every}",
-        f"run.total_steps={NO_LIMIT_STEPS}",
-        # the run's own clock ends it too (as `speedflip train --minutes` does for a user), so schedules over the
-        # run's length (ppo.anneal_lr) follow the minutes; the SIGINT below still stops it at the same mark
-        f"run.time_budget_minutes={args.minutes!r}",
-        *args.set,  # the user's settings come last and win
-    ]
+    sets = train_settings(args, seed)
     cmd = [*speedflip_cmd(), "train", "--preset", args.preset, "--run-dir", str(run_dir), "--new"]
     for s in sets:
         cmd += ["--set", s]
@@ -250,6 +246,22 @@ def run_config(run_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError, yaml.YAMLError):  # ValueError: not UTF-8
         return {}
     return cfg if isinstance(cfg, dict) else {}
+
+
+def train_settings(args: argparse.Namespace, seed: int) -> list[str]:
+    """The ``--set`` values of one seed's train command. By default the clock ends the run: ``run.total_steps`` out
+    of reach and ``run.time_budget_minutes`` = ``--minutes``. With ``--steps N`` the run ends at N agent steps
+    (``--minutes`` stays as a cap), so two levers are compared at the same steps on hosts of different speed;
+    ``ppo.anneal_lr`` then follows the steps while they come before the cap."""
+    return [
+        f"run.seed={seed}",
+        f"run.checkpoint_interval_steps={args.checkpoint_every}",
+        f"run.total_steps={NO_LIMIT_STEPS if args.steps is None else args.steps}",
+        # the run's own clock ends it too (as `speedflip train --minutes` does for a user), so schedules over the
+        # run's length (ppo.anneal_lr) follow the minutes; the SIGINT below still stops it at the same mark
+        f"run.time_budget_minutes={args.minutes!r}",
+        *args.set,  # the user's settings come last and win
+    ]
 
 
 def schedule_warnings(run_dir: Path) -> list[str]:
@@ -588,6 +600,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "adds it there")  # fmt: skip
     p.add_argument("--preset", default="1v1", help="the preset trained (default 1v1)")
     p.add_argument("--minutes", type=float, default=30.0, help="wall-clock minutes of training per seed (default 30)")
+    p.add_argument("--steps", type=int,
+                   help="end each run at this many agent steps instead (--minutes is then a cap): levers compared at "
+                   "equal steps when the host's speed differs between their runs")  # fmt: skip
     p.add_argument("--seeds", type=int, default=3, help="how many seeds, trained one after another (default 3)")
     p.add_argument("--first-seed", type=int, default=0,
                    help="seeds run from this one: S..S+K-1 (default 0), to add seeds to a study later")  # fmt: skip
@@ -608,6 +623,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.summarize is None and args.shipped is None:
         if args.minutes <= 0 or args.snapshot_minutes <= 0:
             p.error("--minutes and --snapshot-minutes must be positive")
+        if args.steps is not None and args.steps < 1:
+            p.error("--steps must be at least 1")
         if args.seeds < 1 or args.first_seed < 0 or args.games < 2 or args.games_final < 2:
             p.error("--seeds must be at least 1, --first-seed at least 0, and --games/--games-final at least 2")
         unknown = [o for o in args.opponents if o not in (*SCRIPTED, "rule", "idle", "random")]
@@ -660,6 +677,7 @@ def main(argv: list[str] | None = None) -> int:
         "config": {
             "preset": args.preset,
             "minutes": args.minutes,
+            "steps": args.steps,
             "seeds": list(range(args.first_seed, args.first_seed + args.seeds)),
             "snapshot_minutes": args.snapshot_minutes,
             "checkpoint_every": args.checkpoint_every,

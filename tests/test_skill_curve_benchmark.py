@@ -50,3 +50,17 @@ def test_a_policy_is_evaluated_once_whether_newest_or_shipped(
     final = snapshots[-1]
     assert final["shipped_results"] is final["results"]  # the final policy is the shipped bot: the same games
     assert snapshots[1]["shipped_results"] is snapshots[0]["results"]
+
+
+def test_the_clock_or_a_step_count_ends_the_run(skill_curve: ModuleType) -> None:
+    timed = skill_curve.parse_args(["--minutes", "30", "--set", "ppo.learning_rate=1e-4"])
+    sets = skill_curve.train_settings(timed, 2)
+    assert sets == [
+        "run.seed=2", "run.checkpoint_interval_steps=250000", f"run.total_steps={skill_curve.NO_LIMIT_STEPS}",
+        "run.time_budget_minutes=30.0", "ppo.learning_rate=1e-4",
+    ]  # fmt: skip
+    by_steps = skill_curve.parse_args(["--steps", "22437888", "--minutes", "50"])
+    assert "run.total_steps=22437888" in skill_curve.train_settings(by_steps, 1)
+    assert "run.time_budget_minutes=50.0" in skill_curve.train_settings(by_steps, 1)  # the cap stays
+    with pytest.raises(SystemExit):
+        skill_curve.parse_args(["--steps", "0"])
