@@ -38,7 +38,7 @@ def test_the_backends_declare_what_they_drive() -> None:
     assert inproc.names() == [
         "continuous_actions", "multi_discrete_actions", "action_masks", "rule_bot", "recurrent", "render", "rlgym",
     ]  # fmt: skip
-    assert multi.names() == ["recurrent"]
+    assert multi.names() == ["action_masks", "rule_bot", "recurrent"]  # the arena state is in shared memory
 
 
 def test_a_plain_table_config_needs_nothing_special() -> None:
@@ -55,8 +55,6 @@ def test_a_plain_table_config_needs_nothing_special() -> None:
     [
         ({"env": {"action_form": "continuous"}}, "env.action_form=continuous"),
         ({"env": {"action_form": "multi_discrete"}}, "env.action_form=multi_discrete"),
-        ({"env": {"action_masking": True}}, "env.action_masking=true"),
-        ({"selfplay": {"opponent_share": 0.25}}, "selfplay.include_rule=true with selfplay.opponent_share=0.25"),
     ],
 )
 def test_auto_on_64_cores_stays_in_process_for_what_workers_cannot_drive(
@@ -71,6 +69,20 @@ def test_auto_on_64_cores_stays_in_process_for_what_workers_cannot_drive(
     assert choose_collector(config(**sections), cores=2).reason.startswith("auto: 2 cores < 4")
 
 
+@pytest.mark.parametrize(
+    "sections",
+    [
+        {"env": {"action_masking": True}},
+        {"selfplay": {"opponent_share": 0.25}},
+        {"ppo": {"minibatch_size": 64, "kickstart_coef": 0.5}},
+    ],
+)
+def test_what_reads_the_arena_state_runs_beside_worker_processes(sections: dict[str, dict[str, Any]]) -> None:
+    # masks, the rule bot in the pool and the kickstart's labels read the state the workers publish
+    assert required_capabilities(config(**sections)) != []
+    assert choose_collector(config(**sections), cores=64).backend == "multiprocess"
+
+
 def test_the_rule_bot_counts_only_where_it_can_play() -> None:
     # left out of the pool, or no pool arenas: snapshots only, which worker processes can drive
     assert choose_collector(config(selfplay={"opponent_share": 0.5, "include_rule": False}), cores=64).backend == (
@@ -83,7 +95,7 @@ def test_the_rule_bot_counts_only_where_it_can_play() -> None:
     (need,) = required_capabilities(curriculum)
     assert need.capability == "rule_bot"
     assert need.setting == "selfplay.include_rule=true with curriculum.stages[1].opponent_share=1"
-    assert choose_collector(curriculum, cores=64).backend == "inprocess"
+    assert choose_collector(curriculum, cores=64).backend == "multiprocess"  # which workers drive now
 
 
 def test_recurrent_runs_in_worker_processes() -> None:
@@ -101,11 +113,8 @@ def test_explicit_multiprocess_that_cannot_drive_the_config_is_refused() -> None
         "run.collector=multiprocess cannot drive env.action_form=continuous (worker processes step lookup-table "
         "indices only): set run.collector=inprocess or env.action_form=table"
     )
-    with pytest.raises(ConfigError, match=r"env\.action_masking=true .*set run\.collector=inprocess or "
-                       r"env\.action_masking=false"):  # fmt: skip
-        choose_collector(config(env={"action_masking": True}, run={"collector": "multiprocess"}), cores=2)
-    with pytest.raises(ConfigError, match=r"set run\.collector=inprocess or selfplay\.include_rule=false"):
-        check_collector(config(selfplay={"opponent_share": 1.0}, run={"collector": "multiprocess"}))
+    masks = config(env={"action_masking": True}, selfplay={"opponent_share": 1.0}, run={"collector": "multiprocess"})
+    assert choose_collector(masks, cores=2).backend == "multiprocess"  # the state is in shared memory
     with pytest.raises(ConfigError, match=r"cannot drive --render .*leave out --render"):
         check_collector(config(run={"collector": "multiprocess"}), render=True)
     # two missing capabilities: both named
@@ -142,13 +151,15 @@ def test_train_refuses_before_a_run_dir_exists(tmp_path: Path) -> None:
     "sections",
     [
         {"env": {"action_form": "continuous"}},
-        {"env": {"action_masking": True}},
-        {"selfplay": {"opponent_share": 0.5}},
-        # the `1v1` preset's pair: a fixed rule-bot share is refused without the rule bot, so the fix unsets it too
-        {"selfplay": {"opponent_share": 0.5, "rule_share": 1.0}, "ppo": {"minibatch_size": 64, "kickstart_coef": 0.5}},
+        {"env": {"action_form": "multi_discrete"}},
     ],
 )
 def test_following_the_refusals_fix_gives_a_config_workers_drive(sections: dict[str, dict[str, Any]]) -> None:
+    # the `1v1` preset's pair (the rule bot in half the arenas, the kickstart) needs no fix any more
+    preset_pair = {"selfplay": {"opponent_share": 0.5, "rule_share": 1.0}, "ppo": {"kickstart_coef": 0.5}}
+    assert check_collector(config(**preset_pair, run={"collector": "multiprocess"}), cores=64).backend == (
+        "multiprocess"
+    )
     refused = config(**sections, run={"collector": "multiprocess"})
     missing = missing_capabilities("multiprocess", required_capabilities(refused))
     assert missing

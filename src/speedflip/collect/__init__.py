@@ -70,8 +70,9 @@ class Capabilities:
 
 
 # Read off the code: the in-process env exposes the arenas' state (``RocketLeagueVecEnv.state``) and
-# steps controls as well as table indices; worker processes keep the state to themselves and step
-# lookup-table indices only (``worker.py``: ``env.step(buf.actions[...])``, no state in shared memory).
+# steps controls as well as table indices; worker processes step lookup-table indices only (``worker.py``:
+# ``env.step(buf.actions[...])``) and publish the arenas' state to shared memory after every step
+# (``MultiProcessVecEnv.state``), so the rule bot, the kickstart's labels and action masks run in the parent.
 # The recurrent state lives in the acting network in this process, so both backends carry it.
 CAPABILITIES: dict[Backend, Capabilities] = {
     "inprocess": Capabilities(
@@ -79,7 +80,7 @@ CAPABILITIES: dict[Backend, Capabilities] = {
         render=True, rlgym=True,
     ),
     "multiprocess": Capabilities(
-        continuous_actions=False, multi_discrete_actions=False, action_masks=False, rule_bot=False, recurrent=True,
+        continuous_actions=False, multi_discrete_actions=False, action_masks=True, rule_bot=True, recurrent=True,
         render=False, rlgym=False,
     ),
     # every actor is an in-process collector; only what must reach this process stays out of reach
@@ -93,9 +94,9 @@ CAPABILITIES: dict[Backend, Capabilities] = {
 _WHY_NOT_MULTIPROCESS = {
     "continuous_actions": "worker processes step lookup-table indices only",
     "multi_discrete_actions": "worker processes step lookup-table indices only",
-    "action_masks": "the masks are computed from the arena state, which stays in the worker processes",
-    "rule_bot": "the rule bot reads the arena state, which stays in the worker processes",
-    "render": "RLViser is sent the arena state, which stays in the worker processes",
+    "action_masks": "",
+    "rule_bot": "",
+    "render": "RLViser is sent the arena state every tick, which stays in the worker processes",
     "rlgym": "the RLGym adapter runs its envs in this process",
     "recurrent": "",
 }

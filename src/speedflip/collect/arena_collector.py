@@ -120,7 +120,11 @@ class ArenaCollector:
         self.obs_rms = RunningMeanStd((self.env.obs_dim,))
         env_cfg = self.env_cfg.env
         self.car_teams = np.array([0] * env_cfg.blue_size + [1] * env_cfg.orange_size, np.int64)
-        self.state_available = isinstance(self.env, RocketLeagueVecEnv)
+        # in process the arenas' state is live; worker processes publish it to shared memory after every step
+        self.arena_env: RocketLeagueVecEnv | MultiProcessVecEnv | None = (
+            self.env if isinstance(self.env, (RocketLeagueVecEnv, MultiProcessVecEnv)) else None
+        )
+        self.state_available = self.arena_env is not None
         self.masking = env_cfg.action_masking and env_cfg.action_form == "table"
         if isinstance(self.env, MultiProcessVecEnv):
             # make_vec_env builds worker processes only for configs they can drive (choose_collector checks
@@ -131,11 +135,11 @@ class ArenaCollector:
                 raise ConfigError(unsupported_message("multiprocess", missing))
         self.teacher: RulePolicy | None = None  # kickstarting (ppo.kickstart_coef): the rule bot labels every state
         if cfg.ppo.kickstart_coef > 0:
-            if not isinstance(self.env, RocketLeagueVecEnv):
+            if self.arena_env is None:
                 self.env.close()
                 raise ConfigError(
-                    "ppo.kickstart_coef > 0 needs the arena state in this process (the rule bot reads it): set "
-                    "run.collector=inprocess, or ppo.kickstart_coef=0"
+                    "ppo.kickstart_coef > 0 needs the arena state (the rule bot reads it), which the RLGym adapter "
+                    "does not expose: leave env.rlgym unset, or set ppo.kickstart_coef=0"
                 )
             try:
                 self.teacher = RulePolicy(self.env.actions.table)
@@ -277,12 +281,12 @@ class ArenaCollector:
         buf.raw_obs[t] = self.obs[cols]
         buf.obs[t] = normalized[cols]
         rule_actions: Array | None = None  # the rule bot's rows for every car, asked once per step
-        if buf.teacher_actions is not None and self.teacher is not None and isinstance(self.env, RocketLeagueVecEnv):
-            rule_actions = self.teacher.act(self.env.state, self.car_teams)
+        if buf.teacher_actions is not None and self.teacher is not None and self.arena_env is not None:
+            rule_actions = self.teacher.act(self.arena_env.state, self.car_teams)
             buf.teacher_actions[t] = rule_actions[cols]
         mask = None
-        if buf.masks is not None and isinstance(self.env, RocketLeagueVecEnv):
-            mask = action_mask(self.env.state, self.car_teams, self.env.actions.table)
+        if buf.masks is not None and self.arena_env is not None:
+            mask = action_mask(self.arena_env.state, self.car_teams, self.env.actions.table)
             buf.masks[t] = mask[cols]
         value: torch.Tensor | None = None  # feed-forward: the values come after the rollout (_values)
         if isinstance(model, RecurrentActorCritic):
@@ -295,7 +299,7 @@ class ArenaCollector:
             action, log_prob = model.sample(self._tensor(normalized), mask=None if mask is None else self._tensor(mask))
         chosen: Array = action.cpu().numpy()
         if self.matchmaker.pool_arenas:
-            state = self.env.state if isinstance(self.env, RocketLeagueVecEnv) else None
+            state = self.arena_env.state if self.arena_env is not None else None
             chosen = self.matchmaker.fill_opponent_actions(chosen, self.obs, state, rule_actions)
         buf.actions[t] = chosen[cols]
         buf.log_probs[t] = log_prob.cpu().numpy()[cols]

@@ -79,6 +79,7 @@ from speedflip.collect.worker import (
 from speedflip.config import EnvConfig
 from speedflip.env.action_forms import table_for
 from speedflip.env.actions import table_digest
+from speedflip.env.arenas import GameArrays
 from speedflip.env.vec_env import StepResult
 from speedflip.errors import RunStoppedError
 
@@ -777,6 +778,16 @@ class MultiProcessVecEnv:
     def total_goals(self) -> int:
         """Goals scored in all arenas since the start."""
         return round(self._counter(2))
+
+    @property
+    def state(self) -> GameArrays:
+        """Every arena's state after the last step or reset, as the workers published it (views onto the shared
+        block, as :attr:`RocketLeagueVecEnv.state` is the live state: read it before the next step). The rule
+        bot, the kickstart's labels and action masks read it in this process."""
+        buf = self._buf
+        if buf is None:
+            raise CollectorError("the collector is closed")
+        return GameArrays(buf.state_ball, buf.state_cars, buf.state_pads, buf.state_scores)
 
     def reward_means(self) -> dict[str, float]:
         """Mean of every reward component over all agents in the last step."""

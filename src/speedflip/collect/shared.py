@@ -6,7 +6,8 @@ rewards, done flags, finished-episode stats and counters out). The layout is a p
 start, so nothing is pickled per step: the parent writes actions, the workers write results in
 place, and a one-byte message on a pipe says "go" and "done".
 
-This module imports only numpy and the standard library so a worker can load it cheaply.
+This module imports only numpy, the standard library and two small speedflip modules (the state layout
+and the episode metric names) so a worker can load it cheaply.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from speedflip.env import layout as L
 from speedflip.env.episodes import EPISODE_METRICS
 
 ALIGN = 64  # bytes; every array starts on a cache line
@@ -32,7 +34,11 @@ Layout = list[tuple[str, str, tuple[int, ...], int]]
 def make_layout(
     num_agents: int, obs_dim: int, num_arenas: int, num_workers: int, num_rewards: int
 ) -> tuple[Layout, int]:
-    """The arrays of one collector and their byte offsets; returns ``(layout, total_bytes)``."""
+    """The arrays of one collector and their byte offsets; returns ``(layout, total_bytes)``.
+
+    ``state_*`` are the arenas' state after the last step or reset (``GameArrays``: ball, cars, pads, scores),
+    so the parent can run what reads it (the rule bot, the kickstart's labels, action masks)."""
+    num_cars = num_agents // num_arenas
     specs: list[tuple[str, str, tuple[int, ...]]] = [
         ("actions", "int64", (num_agents,)),
         ("obs", "float32", (num_agents, obs_dim)),
@@ -46,6 +52,10 @@ def make_layout(
         ("counters", "float64", (num_workers, len(COUNTER_FIELDS))),
         ("reward_means", "float64", (num_workers, max(num_rewards, 1))),
         ("reward_means_valid", "bool", (num_workers,)),
+        ("state_ball", "float32", (num_arenas, 2, L.BALL_WIDTH)),
+        ("state_cars", "float32", (num_arenas, num_cars, 2, L.CAR_WIDTH)),
+        ("state_pads", "float32", (num_arenas, 2, L.NUM_BOOST_PADS)),
+        ("state_scores", "int64", (num_arenas, 2)),
     ]
     layout: Layout = []
     offset = 0
@@ -72,6 +82,10 @@ class SharedArrays:
     counters: np.ndarray[Any, Any]
     reward_means: np.ndarray[Any, Any]
     reward_means_valid: np.ndarray[Any, Any]
+    state_ball: np.ndarray[Any, Any]
+    state_cars: np.ndarray[Any, Any]
+    state_pads: np.ndarray[Any, Any]
+    state_scores: np.ndarray[Any, Any]
 
     @classmethod
     def view(cls, shm: shared_memory.SharedMemory, layout: Layout) -> SharedArrays:

@@ -153,6 +153,13 @@ class _Worker:
         a0, a1, k0, k1, w = spec.agent_start, spec.agent_stop, spec.arena_start, spec.arena_stop, spec.index
         reward_names = list(REWARD_COMPONENTS)  # every component has a slot; inactive ones are NaN
 
+        def publish_state() -> None:
+            state = env.state
+            buf.state_ball[k0:k1] = state.ball
+            buf.state_cars[k0:k1] = state.cars
+            buf.state_pads[k0:k1] = state.pads
+            buf.state_scores[k0:k1] = state.scores
+
         def publish_counters() -> None:
             buf.counters[w] = (env.total_touches, env.total_agent_seconds, env.total_goals)
             means = env.reward_fn.last_means
@@ -177,12 +184,14 @@ class _Worker:
                 if result.episodes:
                     stats = [[ep[f] for f in EPISODE_FIELDS] for ep in result.episodes]
                     buf.episode_stats[k0:k1][ended] = np.asarray(stats, np.float64)
+                publish_state()
                 publish_counters()
                 conn.send_bytes(REPLY_OK)
             elif command == CMD_RESET:
                 buf.obs[a0:a1] = env.reset()
                 buf.goal_team[k0:k1] = -1
                 buf.episode_done[k0:k1] = False
+                publish_state()
                 publish_counters()
                 conn.send_bytes(REPLY_OK)
             elif command == CMD_GET_RNG:
