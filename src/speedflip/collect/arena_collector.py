@@ -124,7 +124,6 @@ class ArenaCollector:
         self.arena_env: RocketLeagueVecEnv | MultiProcessVecEnv | None = (
             self.env if isinstance(self.env, (RocketLeagueVecEnv, MultiProcessVecEnv)) else None
         )
-        self.state_available = self.arena_env is not None
         self.masking = env_cfg.action_masking and env_cfg.action_form == "table"
         if isinstance(self.env, MultiProcessVecEnv):
             # make_vec_env builds worker processes only for configs they can drive (choose_collector checks
@@ -147,7 +146,7 @@ class ArenaCollector:
                 self.env.close()
                 raise ConfigError(f"ppo.kickstart_coef > 0: {err}, or set ppo.kickstart_coef=0") from None
         selfplay = cfg.selfplay
-        if selfplay.include_rule and not self.state_available:
+        if selfplay.include_rule and self.arena_env is None:
             # only the RLGym adapter gets here (it refuses masks and non-table forms itself)
             selfplay = selfplay.model_copy(update={"include_rule": False})
             self.notes.append(

@@ -33,7 +33,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from speedflip.checkpoint import CheckpointError, verify_checkpoint
 
@@ -128,9 +128,23 @@ def update_best(run_dir: Path, candidate: BestMilestone, ship_by: ShipBy = "anch
 
 def write_best(run_dir: Path, best: BestMilestone) -> None:
     """Make ``best`` the run's shipped bot, whatever ``best.json`` named before (replaced atomically)."""
-    tmp = run_dir / f".{BEST_FILE}.tmp"
-    tmp.write_text(json.dumps(asdict(best), indent=2) + "\n")
-    os.replace(tmp, run_dir / BEST_FILE)
+    write_run_json(run_dir, BEST_FILE, asdict(best))
+
+
+def write_run_json(run_dir: Path, name: str, data: dict[str, Any]) -> None:
+    """Write ``run_dir/name`` as indented JSON, replacing the old file atomically (a temporary file beside it)."""
+    tmp = run_dir / f".{name}.tmp"
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, run_dir / name)
+
+
+def run_relative(path: Path, run_dir: Path) -> str:
+    """``path`` as ``best.json`` records it: relative to the run directory (a run can be moved), absolute when it
+    lies outside."""
+    try:
+        return str(path.relative_to(run_dir))
+    except ValueError:
+        return str(path.resolve())
 
 
 def best_checkpoint(run_dir: Path) -> Path | None:

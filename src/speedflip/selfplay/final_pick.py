@@ -14,8 +14,6 @@ training) take part: the shipped bot keeps its Elo. docs/learning.md (thirty-fou
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +23,7 @@ from rich.console import Console
 
 from speedflip.config import ConfigError, EnvConfig, SelfPlayConfig, build_config
 from speedflip.schedule import stage_config
-from speedflip.selfplay.best import BestMilestone, read_best, write_best
+from speedflip.selfplay.best import BestMilestone, read_best, run_relative, write_best, write_run_json
 from speedflip.selfplay.league import League
 from speedflip.selfplay.policies import checkpoint_meta
 from speedflip.selfplay.rating import anchor_games
@@ -65,7 +63,7 @@ class FinalPick:
 
     def as_dict(self, run_dir: Path) -> dict[str, Any]:
         def entry(c: Candidate) -> dict[str, Any]:
-            return {"name": c.name, "step": c.step, "path": _relative(c.path, run_dir), "score": round(c.score, 4),
+            return {"name": c.name, "step": c.step, "path": run_relative(c.path, run_dir), "score": round(c.score, 4),
                     "points": c.points, "games": c.games}  # fmt: skip
 
         return {
@@ -115,21 +113,12 @@ def final_pick(
     write_best(
         run_dir,
         BestMilestone(
-            path=_relative(picked.path, run_dir), name=picked.name, step=picked.step, elo=player.rating, stage=stage,
+            path=run_relative(picked.path, run_dir), name=picked.name, step=picked.step, elo=player.rating, stage=stage,
             train_minutes=player.train_minutes, anchor_score=score, stage_best_score=score,
         ),
     )  # fmt: skip
-    tmp = run_dir / f".{FINAL_PICK_FILE}.tmp"
-    tmp.write_text(json.dumps(pick.as_dict(run_dir), indent=2) + "\n")
-    os.replace(tmp, run_dir / FINAL_PICK_FILE)
+    write_run_json(run_dir, FINAL_PICK_FILE, pick.as_dict(run_dir))
     return pick
-
-
-def _relative(path: Path, run_dir: Path) -> str:
-    try:
-        return str(path.relative_to(run_dir))
-    except ValueError:
-        return str(path.resolve())
 
 
 def run_pick(

@@ -25,7 +25,7 @@ from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.models.build import recurrent_spec
 from speedflip.provenance import config_hash, git_commit
 from speedflip.schedule import stage_config
-from speedflip.selfplay.best import BestMilestone, read_best, update_best
+from speedflip.selfplay.best import BestMilestone, read_best, run_relative, update_best
 from speedflip.selfplay.final_pick import FINAL_PICK_FILE, FINAL_PICK_SEED_OFFSET, final_pick
 from speedflip.selfplay.league import GAMES_FIELDS, LeagueError
 from speedflip.selfplay.rating import RatingError, rate_milestone, rating_unavailable
@@ -243,13 +243,9 @@ class RocketLeagueSession:
     def _keep_best(self, path: Path, name: str, elo: float, anchor_score: float | None, console: Console) -> None:
         """Make the rated milestone the run's shipped bot (``best.json``) when it is the best so far by
         ``selfplay.ship_by`` and ``selfplay.ship_margin`` (:mod:`speedflip.selfplay.best`)."""
-        try:
-            relative = str(path.relative_to(self.run_dir))
-        except ValueError:
-            relative = str(path.resolve())
         candidate = BestMilestone(
-            path=relative, name=name, step=int(path.name), elo=elo, stage=self.trainer.stage_name,
-            train_minutes=round(self.train_seconds() / 60.0, 3),
+            path=run_relative(path, self.run_dir), name=name, step=int(path.name), elo=elo,
+            stage=self.trainer.stage_name, train_minutes=round(self.train_seconds() / 60.0, 3),
             anchor_score=None if anchor_score is None else round(anchor_score, 4),
         )  # fmt: skip
         try:
