@@ -54,6 +54,7 @@ from speedflip.collect import (
 )
 from speedflip.collect.arena_collector import ArenaCollector
 from speedflip.collect.multiprocess import MultiProcessVecEnv
+from speedflip.collect.pipelined import PipelinedVecEnv
 from speedflip.config import Config, ConfigError, apply_overrides, build_config, config_to_dict, resolve_config
 from speedflip.device import torch_threads
 from speedflip.env.arenas import Arenas
@@ -222,8 +223,8 @@ def _run_for(
 
 
 def _worker_pids(env: object) -> Callable[[], list[int]] | None:
-    """For the CPU meter: the worker processes of a multi-process collector (None in process)."""
-    if not isinstance(env, MultiProcessVecEnv):
+    """For the CPU meter: the worker processes of a multi-process or pipelined collector (None in process)."""
+    if not isinstance(env, (MultiProcessVecEnv, PipelinedVecEnv)):
         return None
 
     def pids() -> list[int]:
@@ -244,62 +245,6 @@ class EnvOnly:
         result = env.step(self.rng.integers(0, env.num_actions, env.num_agents))
         self.trainer.collector.obs = result.obs  # keep the trainer's rollout consistent
         return int(env.num_agents)
-
-
-class PipelinedLoop:
-    """Collection with inference overlapped with physics: two groups of worker processes.
-
-    While group A's workers simulate, the parent normalises B's observations and runs the policy for
-    B, and the other way round. Each group has ``cores - 1`` workers, so the workers that run plus the
-    parent's one inference thread fill the machine. This is the loop a trainer could use with
-    :meth:`MultiProcessVecEnv.step_async`; ``Trainer.collect`` does not (yet): it is measured here
-    to show what it would gain.
-    """
-
-    def __init__(self, cfg: Config) -> None:
-        from speedflip.algos.normalize import RunningMeanStd
-
-        cores = os.cpu_count() or 1
-        half = cfg.env.num_arenas // 2
-        if half < 1:
-            raise ValueError("pipelined collection needs at least 2 arenas")
-        sizes = (half, cfg.env.num_arenas - half)
-        self.groups = [
-            MultiProcessVecEnv(cfg.env.model_copy(update={"num_arenas": k}), seed=cfg.run.seed + i,
-                               num_workers=max(1, cores - 1))
-            for i, k in enumerate(sizes)
-        ]  # fmt: skip
-        first = self.groups[0]
-        self.model = ActorCritic(first.obs_dim, first.num_actions, cfg.ppo.policy_layers, cfg.ppo.critic_layers)
-        self.obs_rms = RunningMeanStd((first.obs_dim,))
-        self.obs = [g.reset() for g in self.groups]
-        self.started = False
-
-    @torch.no_grad()
-    def _launch(self, i: int) -> None:
-        obs = torch.as_tensor(self.obs_rms.normalize(self.obs[i]), dtype=torch.float32)
-        actions, _log_probs, _values = self.model.act(obs)
-        self.groups[i].step_async(actions.numpy())
-
-    def step(self) -> int:
-        """One step of every agent (both groups); returns the agent steps done."""
-        if not self.started:
-            self._launch(0)
-            self._launch(1)
-            self.started = True
-        done = 0
-        for i, group in enumerate(self.groups):
-            self.obs[i] = group.step_wait().obs
-            self._launch(i)
-            done += group.num_agents
-        return done
-
-    def pids(self) -> list[int]:
-        return [p for g in self.groups for p in g.pids if p is not None]
-
-    def close(self) -> None:
-        for group in self.groups:
-            group.close()
 
 
 def _collect_once(trainer: Any) -> int:
@@ -632,8 +577,16 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     assert isinstance(mp.collector, ArenaCollector)
     for method in ("sample", "value"):  # the policy per step; the critic after the rollout and at truncations
         instrument(mp.collector.model, method, "inference", mp_watch)
-    pipelined = PipelinedLoop(cfg) if K >= 2 else None
     trainer = Trainer(cfg)  # what `speedflip train` would build
+    # end to end, the trainer is also measured with the other of in process and pipelined (two groups of worker
+    # processes), where that can drive the config, alternated with it round by round
+    other_backend: str | None = None
+    if plan.backend == "pipelined":
+        other_backend = "inprocess"
+    elif K >= 2 and not missing_capabilities("pipelined", required_capabilities(cfg)):
+        other_backend = "pipelined"
+    other = Trainer(_with(cfg, collector=other_backend, num_workers=0)) if other_backend is not None else None
+    pipelined = trainer if plan.backend == "pipelined" else other if other_backend == "pipelined" else None
     big = Trainer(_with_arenas(cfg, 2 * K)) if opts.scaling else None
 
     rlgym: RLGymLoop | None = None
@@ -651,7 +604,7 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
     m = {name: Measure(name) for name in (
         "physics", "physics_1thread", "collect_inprocess", "collect_multiprocess", "collect_inprocess_alt",
         "collect_multiprocess_alt", "rlgym", "rlgym_alt", "rlgym_env_only", "collect_2x_arenas", "train",
-        "env_only_inprocess", "env_only_multiprocess", "collect_pipelined",
+        "env_only_inprocess", "env_only_multiprocess", "collect_pipelined", "train_other",
     )}  # fmt: skip
     learn_seconds = 0.0
 
@@ -670,6 +623,12 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
         learn_seconds += time.perf_counter() - start
         return int(stats.steps)
 
+    def other_iteration() -> int:
+        assert other is not None
+        batch, raw_obs, stats = other.collect()
+        other.update(batch, raw_obs)
+        return int(stats.steps)
+
     try:
         for r in range(rounds):
             say(f"round {r + 1}/{rounds}")
@@ -686,8 +645,8 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
                     if rlgym is not None:
                         _run_for(per_round, partial(rlgym.step, True), m["rlgym_alt"])
             if pipelined is not None:
-                with torch_threads(1):
-                    _run_for(per_round, pipelined.step, m["collect_pipelined"], pipelined.pids)
+                pids = _worker_pids(pipelined.env)
+                _run_for(per_round, partial(_collect_once, pipelined), m["collect_pipelined"], pids)
             if rlgym is not None:
                 _run_for(per_round, partial(rlgym.step, True), m["rlgym"])
                 _run_for(per_round / 2, partial(rlgym.step, False), m["rlgym_env_only"])
@@ -696,9 +655,11 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
             if big is not None:
                 _run_for(per_round, partial(_collect_once, big), m["collect_2x_arenas"], _worker_pids(big.env))
             _run_for(per_round, iteration, m["train"], _worker_pids(trainer.env))
+            if other is not None:  # alternated with the trainer above, round by round
+                _run_for(per_round, other_iteration, m["train_other"], _worker_pids(other.env))
         worker_pss = [pss_bytes(pid) for pid in mp_env.pids if pid is not None]
     finally:
-        for closable in (physics, physics_1t, ip, mp, trainer, big, rlgym, pipelined):
+        for closable in (physics, physics_1t, ip, mp, trainer, big, rlgym, other):
             if closable is not None:
                 closable.close()
 
@@ -721,7 +682,8 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
 
     # --- assemble
     phys = m["physics"].sps
-    auto_collect = m["collect_inprocess"] if plan.backend == "inprocess" else m["collect_multiprocess"]
+    measured_backend = plan.backend if plan.backend in ("inprocess", "pipelined") else "multiprocess"
+    auto_collect = m[f"collect_{measured_backend}"]
 
     def ratio(x: float | None, base: float | None) -> float | None:
         return x / base if x is not None and base else None
@@ -799,6 +761,10 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
         else None,
         "collect_agent_sps_pipelined": m["collect_pipelined"].sps if pipelined is not None else None,
         "train_agent_sps": m["train"].sps,
+        "train_agent_sps_by_backend": {
+            plan.backend: m["train"].sps,
+            **({other_backend: m["train_other"].sps} if other_backend is not None else {}),
+        },
         "train_learn_seconds": learn_seconds,
         "rlgym_agent_sps": rl,
         "rlgym_agent_sps_alt_torch": m["rlgym_alt"].sps if rlgym is not None and has_alt else None,
@@ -818,7 +784,8 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> dict[str, A
         },
         "collect_vs_rlgym": ratio(auto_collect.sps, rl),
         "collect_vs_rlgym_alt_torch": ratio(
-            m[f"collect_{plan.backend}_alt"].sps, m["rlgym_alt"].sps if rlgym is not None and has_alt else None
+            m[f"collect_{plan.backend}_alt"].sps if plan.backend != "pipelined" else None,
+            m["rlgym_alt"].sps if rlgym is not None and has_alt else None,
         ),
         "breakdown_ms_per_1000_agent_steps": {
             "inprocess": breakdown(watch.totals, m["collect_inprocess"]),
@@ -885,9 +852,14 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         (f"collect: in-process threads, torch threads {alt_threads}", alt["inprocess"], "collect_inprocess_alt"),
         (f"collect: {workers} worker processes, torch threads {alt_threads}", alt["multiprocess"],
          "collect_multiprocess_alt"),
-        ("collect: pipelined worker groups (not used by the trainer yet)", r["collect_agent_sps_pipelined"],
+        ("collect: pipelined worker groups (run.collector=pipelined)", r["collect_agent_sps_pipelined"],
          "collect_pipelined"),
         (f"train end to end ({r['auto_backend']})", r["train_agent_sps"], "train"),
+        *[
+            (f"train end to end (run.collector={name})", sps, "train_other")
+            for name, sps in r["train_agent_sps_by_backend"].items()
+            if name != r["auto_backend"]
+        ],
         ("RLGym v2 loop + same inference", r["rlgym_agent_sps"], "rlgym"),
         (f"RLGym v2 loop + same inference, torch threads {alt_threads}", r["rlgym_agent_sps_alt_torch"], "rlgym_alt"),
         ("speedflip env only (random actions): in-process", r["env_only_agent_sps_by_backend"]["inprocess"],

@@ -383,10 +383,12 @@ class RunConfig(_Strict):
         description="torch threads during a Rocket League PPO update (collection keeps run.torch_threads); "
         "0 = every CPU core. Ignored with run.overlap_collection (both run at once)",
     )
-    collector: Literal["auto", "inprocess", "multiprocess", "ray"] = Field(
+    collector: Literal["auto", "inprocess", "multiprocess", "pipelined", "ray"] = Field(
         "auto",
         description="rollout collection backend: 'inprocess' (physics threads in this process), "
-        "'multiprocess' (worker processes over shared memory), 'ray' (Ray actors on this machine or a "
+        "'multiprocess' (worker processes over shared memory), 'pipelined' (worker processes in two groups: "
+        "this process acts for one while the other simulates; feed-forward policies, lookup-table actions), "
+        "'ray' (Ray actors on this machine or a "
         "cluster, pip install 'speedflip[ray]'; docs/distributed.md), 'auto' (inprocess below 4 CPU "
         "cores, multiprocess from 4; see docs/performance.md)",
     )
@@ -415,7 +417,10 @@ class RunConfig(_Strict):
         False, description="run.collector=ray with a local cluster: start Ray's dashboard (off: docs/distributed.md)"
     )
     num_workers: int = Field(
-        0, ge=0, description="worker processes of the multiprocess collector; 0 = auto (one per CPU core)"
+        0,
+        ge=0,
+        description="worker processes of the multiprocess collector; 0 = auto (one per CPU core); of the pipelined "
+        "collector, in all (split over its two groups; 0 = one per CPU core but one, per group)",
     )
     milestone_replays: bool = Field(True, description="record a 30 s replay vs the rule bot at every milestone")
     amp: bool = Field(

@@ -49,6 +49,9 @@ def test_tiny_bench_measures_everything(tmp_path: Path) -> None:
     assert results["collect_agent_sps_by_backend"]["inprocess"] > 0
     assert results["collect_agent_sps_by_backend"]["multiprocess"] > 0
     assert results["collect_agent_sps_pipelined"] > 0
+    # end to end both ways: what `speedflip train` builds and the other of in process / pipelined
+    assert set(results["train_agent_sps_by_backend"]) == {"inprocess", "pipelined"}
+    assert all(sps > 0 for sps in results["train_agent_sps_by_backend"].values())
     assert results["ratios_to_physics"]["collect"] > 0
     parts = results["breakdown_ms_per_1000_agent_steps"]["inprocess"]
     assert {"physics", "obs", "reward", "inference", "learn"} <= set(parts)

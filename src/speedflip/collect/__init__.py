@@ -4,6 +4,8 @@
   in a thread pool (``Arena.step`` releases the GIL), observations and rewards in the main thread.
 - ``multiprocess``: :class:`~speedflip.collect.multiprocess.MultiProcessVecEnv`; worker processes
   own the arenas and compute observations and rewards too, over shared memory.
+- ``pipelined``: :class:`~speedflip.collect.pipelined.PipelinedVecEnv`; worker processes in two groups, the
+  parent acts for one group while the other's workers simulate (inference overlapped with physics).
 - ``ray``: :class:`~speedflip.collect.ray_collector.RayCollector`; Ray actors on this machine or a
   cluster, each an in-process collector with its own arenas, return whole rollouts (optional extra
   ``speedflip[ray]``; Ray is imported only when a run asks for it).
@@ -32,12 +34,13 @@ if TYPE_CHECKING:
     from speedflip.collect.base import VecEnv
     from speedflip.config import Config
 
-Backend = Literal["inprocess", "multiprocess", "ray"]
+Backend = Literal["inprocess", "multiprocess", "pipelined", "ray"]
 
 # From this many cores on, `auto` uses worker processes. On the 2-core development machine in-process
 # collection was as fast as two workers or faster in every run; workers gained more per added core
 # (+28 % vs +16 % from one to two), so they win from a few cores on (docs/performance.md).
 AUTO_MULTIPROCESS_MIN_CORES = 4
+PIPELINE_GROUPS = 2  # run.collector=pipelined: groups of worker processes stepped in turn
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,12 @@ CAPABILITIES: dict[Backend, Capabilities] = {
         continuous_actions=False, multi_discrete_actions=False, action_masks=True, rule_bot=True, recurrent=True,
         render=False, rlgym=False,
     ),
+    # worker processes in two groups: what one pool of workers drives, but the acting network's recurrent state
+    # rows are kept for the whole pool at once (not split by group)
+    "pipelined": Capabilities(
+        continuous_actions=False, multi_discrete_actions=False, action_masks=True, rule_bot=True, recurrent=False,
+        render=False, rlgym=False,
+    ),
     # every actor is an in-process collector; only what must reach this process stays out of reach
     "ray": Capabilities(
         continuous_actions=True, multi_discrete_actions=True, action_masks=True, rule_bot=True, recurrent=True,
@@ -99,6 +108,10 @@ _WHY_NOT_MULTIPROCESS = {
     "render": "RLViser is sent the arena state every tick, which stays in the worker processes",
     "rlgym": "the RLGym adapter runs its envs in this process",
     "recurrent": "",
+}
+_WHY_NOT_PIPELINED = {
+    **_WHY_NOT_MULTIPROCESS,
+    "recurrent": "the recurrent state rows are stepped for all arenas at once, not group by group",
 }
 _WHY_NOT_RAY = {
     "render": "RLViser is sent the arena state, which stays in the Ray actors",
@@ -179,7 +192,8 @@ def missing_capabilities(backend: Backend, needed: list[Requirement]) -> list[Re
 
 def unsupported_reason(backend: Backend, capability: str) -> str:
     """Why ``backend`` cannot drive ``capability`` (empty when it can, or no reason is recorded)."""
-    return {"multiprocess": _WHY_NOT_MULTIPROCESS, "ray": _WHY_NOT_RAY}.get(backend, {}).get(capability, "")
+    reasons = {"multiprocess": _WHY_NOT_MULTIPROCESS, "pipelined": _WHY_NOT_PIPELINED, "ray": _WHY_NOT_RAY}
+    return reasons.get(backend, {}).get(capability, "")
 
 
 def unsupported_message(backend: Backend, missing: list[Requirement]) -> str:
@@ -213,6 +227,8 @@ def choose_collector(cfg: Config, cores: int | None = None, render: bool = False
     run = cfg.run
     if run.collector == "ray":
         return _ray_plan(cfg, render)
+    if run.collector == "pipelined":
+        return _pipelined_plan(cfg, cores, render)
     missing = missing_capabilities("multiprocess", required_capabilities(cfg, render))
     if run.collector == "auto":
         if cores < AUTO_MULTIPROCESS_MIN_CORES:
@@ -238,6 +254,25 @@ def choose_collector(cfg: Config, cores: int | None = None, render: bool = False
     workers = min(run.num_workers or cores, cfg.env.num_arenas)
     threads = max(1, run.num_threads // workers) if run.num_threads else 1
     return CollectorPlan("multiprocess", workers, threads, reason)
+
+
+def _pipelined_plan(cfg: Config, cores: int, render: bool) -> CollectorPlan:
+    """``run.collector: pipelined``: two groups of worker processes; ``run.num_workers`` (0 = ``cores - 1`` per
+    group: the workers of the group that simulates plus the parent, which acts for the other, fill the cores)."""
+    missing = missing_capabilities("pipelined", required_capabilities(cfg, render))
+    if missing:
+        raise ConfigError(unsupported_message("pipelined", missing))
+    if cfg.env.num_arenas < PIPELINE_GROUPS:
+        raise ConfigError(
+            f"run.collector=pipelined splits the arenas into {PIPELINE_GROUPS} groups, but env.num_arenas is "
+            f"{cfg.env.num_arenas}: set env.num_arenas >= {PIPELINE_GROUPS} or run.collector=inprocess"
+        )
+    run = cfg.run
+    per_group = max(1, run.num_workers // PIPELINE_GROUPS) if run.num_workers else max(1, cores - 1)
+    per_group = min(per_group, cfg.env.num_arenas // PIPELINE_GROUPS)
+    threads = max(1, run.num_threads // (per_group * PIPELINE_GROUPS)) if run.num_threads else 1
+    reason = f"set by run.collector: {PIPELINE_GROUPS} groups of {per_group} worker processes, stepped in turn"
+    return CollectorPlan("pipelined", per_group * PIPELINE_GROUPS, threads, reason)
 
 
 def _ray_plan(cfg: Config, render: bool) -> CollectorPlan:
@@ -271,6 +306,19 @@ def make_vec_env(cfg: Config, seed: int | None = None) -> VecEnv:
 
         return make_rlgym_vec_env(cfg, seed)
     plan = choose_collector(cfg)
+    if plan.backend == "pipelined":
+        from speedflip.collect.pipelined import PipelinedVecEnv
+
+        return PipelinedVecEnv(
+            cfg.env,
+            seed=seed,
+            workers_per_group=plan.num_workers // PIPELINE_GROUPS,
+            num_groups=PIPELINE_GROUPS,
+            threads_per_worker=plan.physics_threads,
+            timeout=cfg.run.worker_timeout_seconds,
+            max_worker_restarts=cfg.run.max_worker_restarts,
+            restart_window_seconds=cfg.run.restart_window_seconds,
+        )
     if plan.backend == "multiprocess":
         from speedflip.collect.multiprocess import MultiProcessVecEnv
 
@@ -290,6 +338,7 @@ def make_vec_env(cfg: Config, seed: int | None = None) -> VecEnv:
 
 __all__ = [
     "CAPABILITIES",
+    "PIPELINE_GROUPS",
     "RAY_INSTALL_MESSAGE",
     "Capabilities",
     "CollectorPlan",

@@ -23,13 +23,15 @@ import torch
 from speedflip._types import Array
 from speedflip.algos.normalize import RunningMeanStd
 from speedflip.algos.ppo_learner import load_weights
-from speedflip.collect import make_vec_env, missing_capabilities, required_capabilities, unsupported_message
+from speedflip.collect import Backend, make_vec_env, missing_capabilities, required_capabilities, unsupported_message
 from speedflip.collect.base import VecEnv
 from speedflip.collect.multiprocess import CollectorError, MultiProcessVecEnv
+from speedflip.collect.pipelined import PipelinedVecEnv
 from speedflip.config import Config, ConfigError
 from speedflip.device import torch_threads
 from speedflip.env.action_forms import action_mask, controls_from_continuous, controls_from_multi_discrete
 from speedflip.env.actions import NUM_CONTROLS
+from speedflip.env.arenas import GameArrays
 from speedflip.env.episodes import episode_means
 from speedflip.env.layout import TICK_RATE
 from speedflip.env.vec_env import RocketLeagueVecEnv, StepResult
@@ -90,6 +92,35 @@ class _Buffers:
         )
 
 
+@dataclass(frozen=True)
+class _Part:
+    """Arenas ``[k0, k1)`` (agents ``[a0, a1)``) acted for together: every arena at once, or one group of a
+    pipelined collector. ``pos``: the rollout columns of the part's learner rows, ``local``: those rows
+    counted from ``a0``."""
+
+    k0: int
+    k1: int
+    a0: int
+    a1: int
+    pos: Array
+    local: Array
+
+    @classmethod
+    def of(cls, k0: int, k1: int, num_cars: int, learner_cols: Array) -> _Part:
+        a0, a1 = k0 * num_cars, k1 * num_cars
+        pos = np.flatnonzero((learner_cols >= a0) & (learner_cols < a1))
+        return cls(k0, k1, a0, a1, pos, learner_cols[pos] - a0)
+
+
+@dataclass
+class _Tally:
+    """What a rollout sums over its steps for its statistics."""
+
+    episodes: list[dict[str, float]]
+    reward_sums: dict[str, float]
+    raw_reward_sum: float = 0.0
+
+
 class ArenaCollector:
     """Collects rollouts from the arenas of one curriculum stage with an acting copy of the policy.
 
@@ -121,17 +152,22 @@ class ArenaCollector:
         env_cfg = self.env_cfg.env
         self.car_teams = np.array([0] * env_cfg.blue_size + [1] * env_cfg.orange_size, np.int64)
         # in process the arenas' state is live; worker processes publish it to shared memory after every step
-        self.arena_env: RocketLeagueVecEnv | MultiProcessVecEnv | None = (
-            self.env if isinstance(self.env, (RocketLeagueVecEnv, MultiProcessVecEnv)) else None
+        self.arena_env: RocketLeagueVecEnv | MultiProcessVecEnv | PipelinedVecEnv | None = (
+            self.env if isinstance(self.env, (RocketLeagueVecEnv, MultiProcessVecEnv, PipelinedVecEnv)) else None
         )
         self.masking = env_cfg.action_masking and env_cfg.action_form == "table"
+        backend: Backend | None = None
         if isinstance(self.env, MultiProcessVecEnv):
+            backend = "multiprocess"
+        elif isinstance(self.env, PipelinedVecEnv):
+            backend = "pipelined"
+        if backend is not None:
             # make_vec_env builds worker processes only for configs they can drive (choose_collector checks
             # the capabilities first); this guards against a backend built some other way
-            missing = missing_capabilities("multiprocess", required_capabilities(self.env_cfg))
+            missing = missing_capabilities(backend, required_capabilities(self.env_cfg))
             if missing:
                 self.env.close()
-                raise ConfigError(unsupported_message("multiprocess", missing))
+                raise ConfigError(unsupported_message(backend, missing))
         self.teacher: RulePolicy | None = None  # kickstarting (ppo.kickstart_coef): the rule bot labels every state
         if cfg.ppo.kickstart_coef > 0:
             if self.arena_env is None:
@@ -238,25 +274,18 @@ class ArenaCollector:
         if isinstance(model, RecurrentActorCritic) and self.hidden is None:
             self.hidden = model.initial_state(env.num_agents, self.device)
         states = torch.zeros(T // L, *(self.hidden[:, cols].shape if self.hidden is not None else (0,)))
-        episodes: list[dict[str, float]] = []
-        reward_sums: dict[str, float] = {}
+        tally = _Tally(episodes=[], reward_sums={})
         counters0 = (env.total_touches, env.total_agent_seconds, env.total_goals)
-        raw_reward_sum = 0.0
         start = time.perf_counter()
-        for t in range(T):
-            if self.hidden is not None and t % L == 0:
-                states[t // L] = self.hidden[:, cols].cpu()
-            chosen = self._act(t, buf)
-            result = self._step_env(chosen)
-            if self.step_hook is not None:
-                self.step_hook()
-            self.matchmaker.on_step(result.terminated, result.truncated, result.goal_team, global_step)
-            raw_reward_sum += float(result.rewards[cols].mean())
-            for name, mean in env.reward_means().items():
-                reward_sums[name] = reward_sums.get(name, 0.0) + mean
-            self._record_step(t, buf, result)
-            episodes += result.episodes
-            self.obs = result.obs
+        if isinstance(env, PipelinedVecEnv):
+            self._pipelined_steps(env, buf, tally, global_step)
+        else:
+            whole = _Part.of(0, env.num_arenas, env.num_cars, cols)
+            for t in range(T):
+                if self.hidden is not None and t % L == 0:
+                    states[t // L] = self.hidden[:, cols].cpu()
+                result = self._step_env(self._act(t, buf, whole, self._state()))
+                self._after_step(t, buf, result, whole, env.reward_means(), tally, global_step)
         last_obs = self._normalize(self.obs[cols])
         if isinstance(model, RecurrentActorCritic):
             assert self.hidden is not None
@@ -264,7 +293,7 @@ class ArenaCollector:
             last_values = model.value(self._tensor(last_obs), hidden, self._tensor(self.starts[cols])).cpu().numpy()
         else:
             buf.values, last_values = self._values(model, buf.obs), self._values(model, last_obs)
-        stats = self._stats(time.perf_counter() - start, T, episodes, reward_sums, raw_reward_sum, counters0)
+        stats = self._stats(time.perf_counter() - start, T, tally, counters0)
         return Rollout(
             obs=buf.obs, raw_obs=buf.raw_obs, actions=buf.actions, log_probs=buf.log_probs, values=buf.values,
             rewards=buf.rewards, terminated=buf.terminated, truncated=buf.truncated,
@@ -273,24 +302,50 @@ class ArenaCollector:
             teacher_actions=buf.teacher_actions,
         )  # fmt: skip
 
-    def _act(self, t: int, buf: _Buffers) -> Array:
-        """The actions of every agent at step ``t`` (learner rows sampled, pool opponents filled in)."""
-        cols, model = self.learner_rows, self.model
-        normalized = self._normalize(self.obs)
-        buf.raw_obs[t] = self.obs[cols]
-        buf.obs[t] = normalized[cols]
+    def _pipelined_steps(self, env: PipelinedVecEnv, buf: _Buffers, tally: _Tally, global_step: int) -> None:
+        """The rollout's steps group by group: the parent acts for one group while the other's workers step.
+
+        Group ``g``'s step ``t`` starts as soon as its step ``t - 1`` is recorded, so every group plays exactly
+        the sequence of decisions it would play alone; only the order of the parent's work changes.
+        """
+        parts = [_Part.of(k0, k1, env.num_cars, self.learner_rows) for k0, k1 in env.spans]
+        weights = [(k1 - k0) / env.num_arenas for k0, k1 in env.spans]
+        T = buf.rewards.shape[0]
+        try:
+            for t in range(T + 1):
+                for group, part, weight in zip(env.groups, parts, weights, strict=True):
+                    if t > 0:
+                        means = {k: v * weight for k, v in group.reward_means().items()}
+                        self._after_step(t - 1, buf, group.step_wait(), part, means, tally, global_step)
+                    if t < T:
+                        group.step_async(self._act(t, buf, part, group.state))
+        finally:
+            env.settle()  # an interrupted rollout leaves no step running (the checkpoint asks the workers next)
+
+    def _state(self) -> GameArrays | None:
+        """Every arena's state, when this process can read it (not through the RLGym adapter)."""
+        return self.arena_env.state if self.arena_env is not None else None
+
+    def _act(self, t: int, buf: _Buffers, part: _Part, state: GameArrays | None) -> Array:
+        """The actions of the agents of ``part`` at step ``t`` (learner rows sampled, pool opponents filled in);
+        ``state``: the part's arenas (None: not readable here)."""
+        model = self.model
+        obs = self.obs[part.a0 : part.a1]
+        normalized = self._normalize(obs)
+        buf.raw_obs[t, part.pos] = obs[part.local]
+        buf.obs[t, part.pos] = normalized[part.local]
         rule_actions: Array | None = None  # the rule bot's rows for every car, asked once per step
-        if buf.teacher_actions is not None and self.teacher is not None and self.arena_env is not None:
-            rule_actions = self.teacher.act(self.arena_env.state, self.car_teams)
-            buf.teacher_actions[t] = rule_actions[cols]
+        if buf.teacher_actions is not None and self.teacher is not None and state is not None:
+            rule_actions = self.teacher.act(state, self.car_teams)
+            buf.teacher_actions[t, part.pos] = rule_actions[part.local]
         mask = None
-        if buf.masks is not None and self.arena_env is not None:
-            mask = action_mask(self.arena_env.state, self.car_teams, self.env.actions.table)
-            buf.masks[t] = mask[cols]
+        if buf.masks is not None and state is not None:
+            mask = action_mask(state, self.car_teams, self.env.actions.table)
+            buf.masks[t, part.pos] = mask[part.local]
         value: torch.Tensor | None = None  # feed-forward: the values come after the rollout (_values)
         if isinstance(model, RecurrentActorCritic):
-            assert self.hidden is not None
-            buf.starts[t] = self.starts[cols]
+            assert self.hidden is not None and part.a0 == 0 and part.a1 == self.env.num_agents  # one part only
+            buf.starts[t, part.pos] = self.starts[part.a0 : part.a1][part.local]
             action, log_prob, value, self.hidden = model.act(
                 self._tensor(normalized), self.hidden, self._tensor(self.starts)
             )
@@ -298,12 +353,11 @@ class ArenaCollector:
             action, log_prob = model.sample(self._tensor(normalized), mask=None if mask is None else self._tensor(mask))
         chosen: Array = action.cpu().numpy()
         if self.matchmaker.pool_arenas:
-            state = self.arena_env.state if self.arena_env is not None else None
-            chosen = self.matchmaker.fill_opponent_actions(chosen, self.obs, state, rule_actions)
-        buf.actions[t] = chosen[cols]
-        buf.log_probs[t] = log_prob.cpu().numpy()[cols]
+            chosen = self.matchmaker.fill_opponent_actions(chosen, obs, state, rule_actions, first_arena=part.k0)
+        buf.actions[t, part.pos] = chosen[part.local]
+        buf.log_probs[t, part.pos] = log_prob.cpu().numpy()[part.local]
         if value is not None:
-            buf.values[t] = value.cpu().numpy()[cols]
+            buf.values[t, part.pos] = value.cpu().numpy()[part.local]
         return chosen
 
     def _values(self, model: ActorCritic, obs: Array) -> Array:
@@ -321,23 +375,47 @@ class ArenaCollector:
                 out[rows] = model.value(self._tensor(flat[rows])).cpu().numpy()
         return out.reshape(obs.shape[:-1])
 
-    def _record_step(self, t: int, buf: _Buffers, result: StepResult) -> None:
-        """Rewards, episode ends and the truncation bootstrap values V(final obs) of step ``t``."""
-        cols, model = self.learner_rows, self.model
-        buf.rewards[t] = result.rewards[cols]
-        buf.terminated[t], buf.truncated[t] = result.terminated[cols], result.truncated[cols]
-        self.starts = result.terminated | result.truncated
-        if not buf.truncated[t].any():
+    def _after_step(
+        self,
+        t: int,
+        buf: _Buffers,
+        result: StepResult,
+        part: _Part,
+        reward_means: dict[str, float],
+        tally: _Tally,
+        global_step: int,
+    ) -> None:
+        """Everything step ``t`` of ``part`` leaves: the live view, rated pool games, rewards, episode ends and
+        truncation bootstraps, the statistics (``reward_means``: the components' means, weighted by the part's
+        share of the arenas) and the next observations."""
+        if self.step_hook is not None:
+            self.step_hook()
+        self.matchmaker.on_step(result.terminated, result.truncated, result.goal_team, global_step, first_arena=part.k0)
+        tally.raw_reward_sum += float(result.rewards[part.local].sum()) / len(self.learner_rows)
+        for name, mean in reward_means.items():
+            tally.reward_sums[name] = tally.reward_sums.get(name, 0.0) + mean
+        self._record_step(t, buf, result, part)
+        tally.episodes += result.episodes
+        self.obs[part.a0 : part.a1] = result.obs
+
+    def _record_step(self, t: int, buf: _Buffers, result: StepResult, part: _Part) -> None:
+        """Rewards, episode ends and the truncation bootstrap values V(final obs) of step ``t`` of ``part``."""
+        model, pos, local = self.model, part.pos, part.local
+        buf.rewards[t, pos] = result.rewards[local]
+        buf.terminated[t, pos], buf.truncated[t, pos] = result.terminated[local], result.truncated[local]
+        self.starts[part.a0 : part.a1] = result.terminated | result.truncated
+        truncated = result.truncated[local]
+        if not truncated.any():
             return
-        rows = np.flatnonzero(buf.truncated[t])
-        final = self._tensor(self._normalize(result.final_obs[cols[rows]]))
+        rows = np.flatnonzero(truncated)
+        final = self._tensor(self._normalize(result.final_obs[local[rows]]))
         if isinstance(model, RecurrentActorCritic):
             assert self.hidden is not None  # V(final obs) continues the episode's memory
-            hidden = self.hidden[:, self._tensor(cols[rows])]
+            hidden = self.hidden[:, self._tensor(part.a0 + local[rows])]
             no_start = torch.zeros(rows.size, dtype=torch.bool, device=self.device)
-            buf.truncation_values[t, rows] = model.value(final, hidden, no_start).cpu().numpy()
+            buf.truncation_values[t, pos[rows]] = model.value(final, hidden, no_start).cpu().numpy()
         else:
-            buf.truncation_values[t, rows] = model.value(final).cpu().numpy()
+            buf.truncation_values[t, pos[rows]] = model.value(final).cpu().numpy()
 
     def _step_env(self, chosen: Array) -> StepResult:
         """Step with table indices, or with controls made from continuous / multi-discrete actions."""
@@ -353,16 +431,9 @@ class ArenaCollector:
         assert isinstance(self.env, RocketLeagueVecEnv), f"env.action_form={form} needs the in-process collector"
         return self.env.step(np.zeros(self.env.num_agents, np.int64), controls)
 
-    def _stats(
-        self,
-        seconds: float,
-        T: int,
-        episodes: list[dict[str, float]],
-        reward_sums: dict[str, float],
-        raw_reward_sum: float,
-        counters0: tuple[int, float, int],
-    ) -> EpisodeStats:
+    def _stats(self, seconds: float, T: int, tally: _Tally, counters0: tuple[int, float, int]) -> EpisodeStats:
         env = self.env
+        episodes = tally.episodes
         game_minutes = max(env.total_agent_seconds - counters0[1], 1e-9) / 60.0
         return EpisodeStats(
             collect_seconds=seconds,
@@ -371,8 +442,8 @@ class ArenaCollector:
             episode_lengths=[e["length_seconds"] for e in episodes],
             touches_per_minute=(env.total_touches - counters0[0]) / game_minutes,
             goals_per_minute=(env.total_goals - counters0[2]) * env.num_cars / game_minutes,
-            reward_means={k: v / T for k, v in reward_sums.items()},
-            reward_per_step=raw_reward_sum / T,
+            reward_means={k: v / T for k, v in tally.reward_sums.items()},
+            reward_per_step=tally.raw_reward_sum / T,
             episode_metrics=episode_means(episodes),
         )
 

@@ -22,9 +22,12 @@ class VecEnv(Protocol):
     obs_dim: int
     num_actions: int
     actions: LookupTableAction
-    # collection workers restarted after a failure so far (always 0 without worker processes); a
-    # rollout during which it changed holds cut episodes and should be discarded
-    worker_restarts: int
+
+    @property
+    def worker_restarts(self) -> int:
+        """Collection workers restarted after a failure so far (always 0 without worker processes); a rollout
+        during which it changed holds cut episodes and should be discarded."""
+        ...
 
     @property
     def total_touches(self) -> int: ...

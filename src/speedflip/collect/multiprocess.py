@@ -257,6 +257,8 @@ class MultiProcessVecEnv:
             one more raises :class:`WorkerRestartLimitError`. 0: the first failure raises
             :class:`WorkerFailedError` or :class:`CollectorTimeoutError` (``run.max_worker_restarts``).
         restart_window_seconds: the window of ``max_worker_restarts`` (``run.restart_window_seconds``).
+        arena_offset: the global index of this collector's first arena (its reset streams and seeds), for a
+            collector that is one group of a larger pool (:class:`~speedflip.collect.pipelined.PipelinedVecEnv`).
 
     Attributes:
         worker_restarts: workers restarted so far (all causes, all workers).
@@ -275,6 +277,7 @@ class MultiProcessVecEnv:
         start_timeout: float = 120.0,
         max_worker_restarts: int = 5,
         restart_window_seconds: float = 600.0,
+        arena_offset: int = 0,
     ) -> None:
         if num_workers < 1:
             raise ValueError("num_workers must be at least 1")
@@ -284,8 +287,11 @@ class MultiProcessVecEnv:
             raise ValueError("max_worker_restarts must be >= 0")
         if restart_window_seconds <= 0:
             raise ValueError("restart_window_seconds must be > 0")
+        if arena_offset < 0:
+            raise ValueError("arena_offset must be >= 0")
         self.cfg = cfg
         self.seed = seed
+        self.arena_offset = arena_offset
         self.timeout = timeout
         self.start_method = start_method or default_start_method()
         self.num_arenas = cfg.num_arenas
@@ -368,6 +374,7 @@ class MultiProcessVecEnv:
             seed=seed,
             arena_start=a,
             arena_stop=b,
+            arena_offset=self.arena_offset,
             agent_start=a * self.num_cars,
             agent_stop=b * self.num_cars,
             num_threads=self.threads_per_worker,
@@ -724,6 +731,11 @@ class MultiProcessVecEnv:
                 self._send_failures[index] = failure
         self._stepping = True
 
+    @property
+    def pending(self) -> bool:
+        """A :meth:`step_async` awaits its :meth:`step_wait`."""
+        return self._stepping
+
     def step_wait(self) -> StepResult:
         """Wait for the step started by :meth:`step_async`; returns what :meth:`step` returns.
 
@@ -802,7 +814,7 @@ class MultiProcessVecEnv:
         arenas: list[Any] = []
         for reply in self._command(CMD_GET_RNG, "get_rng_state"):
             arenas.extend(json.loads(reply.decode())["arenas"])
-        return {"format": "per-arena-v1", "arena_offset": 0, "arenas": arenas}
+        return {"format": "per-arena-v1", "arena_offset": self.arena_offset, "arenas": arenas}
 
     def set_rng_state(self, state: dict[str, Any]) -> None:
         """Restore the streams saved by :meth:`get_rng_state` (either backend's)."""

@@ -63,6 +63,7 @@ class WorkerSpec:
     agent_start: int
     agent_stop: int
     num_threads: int
+    arena_offset: int = 0  # the global index of the collector's first arena (a group of a pipelined pool)
     blas_threads: int = 1
 
 
@@ -113,9 +114,8 @@ class _Worker:
         from speedflip.env.vec_env import RocketLeagueVecEnv
 
         spec = self.spec
-        env = RocketLeagueVecEnv(
-            spec.env_cfg, seed=spec.seed, num_threads=spec.num_threads, arena_offset=spec.arena_start
-        )
+        offset = spec.arena_offset + spec.arena_start  # the global index of the worker's first arena
+        env = RocketLeagueVecEnv(spec.env_cfg, seed=spec.seed, num_threads=spec.num_threads, arena_offset=offset)
         shm: shared_memory.SharedMemory | None = None
         try:
             from speedflip.env.rewards import REWARD_COMPONENTS

@@ -641,10 +641,10 @@ def make_rlgym_vec_env(cfg: Config, seed: int) -> RLGymVecEnv:
     spec = env_cfg.rlgym
     if spec is None:
         raise RLGymAdapterError("env.rlgym is not set")
-    if cfg.run.collector == "multiprocess":
+    if cfg.run.collector in ("multiprocess", "pipelined"):
         raise RLGymAdapterError(
-            "env.rlgym runs in this process; run.collector 'multiprocess' is not supported with it (use 'auto' or "
-            "'inprocess')"
+            f"env.rlgym runs in this process; run.collector '{cfg.run.collector}' is not supported with it (use "
+            "'auto' or 'inprocess')"
         )
     if cfg.curriculum.enabled:
         raise RLGymAdapterError(

@@ -19,6 +19,20 @@ ANALOG = 5  # throttle, steer, pitch, yaw, roll
 BUTTONS = 3  # jump, boost, handbrake
 
 
+def draw_categorical(probs: torch.Tensor) -> torch.Tensor:
+    """One index per row of ``probs`` (``[..., n]``, rows summing to about 1), drawn with probability ``probs``.
+
+    By the inverse of the cumulative distribution: ``u`` uniform in ``(0, total]`` of each row, the first index
+    whose cumulative probability reaches it; a row of zero probability (a masked action) is never drawn. On the
+    collector's batches (64-128 rows of 90) it is 6-10x faster than ``torch.multinomial`` (docs/performance.md);
+    it draws from torch's global generator as ``multinomial`` does.
+    """
+    cdf = probs.cumsum(-1)
+    total = cdf[..., -1:]
+    u = (1.0 - torch.rand(total.shape, dtype=cdf.dtype, device=cdf.device)) * total
+    return torch.searchsorted(cdf, u).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
+
+
 class CategoricalHead(nn.Module):
     """Logits over ``num_actions`` table rows; masked rows get (effectively) zero probability."""
 
@@ -33,7 +47,7 @@ class CategoricalHead(nn.Module):
 
     def sample(self, params: torch.Tensor, mask: torch.Tensor | None, deterministic: bool) -> torch.Tensor:
         d = self.dist(params, mask)
-        return d.probs.argmax(-1) if deterministic else d.sample()
+        return d.probs.argmax(-1) if deterministic else draw_categorical(d.probs)
 
     def sample_log_prob(
         self, params: torch.Tensor, mask: torch.Tensor | None, deterministic: bool
@@ -43,7 +57,7 @@ class CategoricalHead(nn.Module):
         if mask is not None:
             params = params.masked_fill(~mask, -1e8)
         probs = torch.softmax(params, -1)
-        actions = probs.argmax(-1) if deterministic else torch.multinomial(probs, 1, True).squeeze(-1)
+        actions = probs.argmax(-1) if deterministic else draw_categorical(probs)
         log_prob = torch.log_softmax(params, -1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         return actions, log_prob
 

@@ -212,7 +212,12 @@ class Matchmaker:
 
     # ------------------------------------------------------------------ acting
     def fill_opponent_actions(
-        self, actions: Array, obs: Array, state: GameArrays | None, rule_actions: Array | None = None
+        self,
+        actions: Array,
+        obs: Array,
+        state: GameArrays | None,
+        rule_actions: Array | None = None,
+        first_arena: int = 0,
     ) -> Array:
         """Overwrite the rows of pool arenas that belong to opponents with the opponents' choices.
 
@@ -220,15 +225,19 @@ class Matchmaker:
         (:class:`~speedflip.selfplay.stacked.StackedPolicies`); the rule bot and recurrent snapshots act
         one by one. ``rule_actions`` (``[num_agents]``) are the rule bot's rows on this ``state`` when the
         caller has them already (the kickstart's labels, on the same table): the rule bot is then not
-        asked a second time.
+        asked a second time. ``first_arena``: the arrays hold the consecutive arenas from this one on (one
+        group of a pipelined collector; 0 and every arena by default).
         """
-        if self.pool_arenas == 0:
+        C = self.num_cars
+        arenas = np.arange(first_arena, first_arena + actions.shape[0] // C)
+        arenas = arenas[arenas < self.pool_arenas]
+        if arenas.size == 0:
             return actions
         out = actions.copy()
-        C = self.num_cars
-        rows = (np.arange(self.pool_arenas)[:, None] * C + np.arange(C)[None, :]).reshape(-1)
-        rows = rows[~self.learner_rows[rows]]  # the opponents' cars of every pool arena
-        member_of_row = self.opponent[rows // C]
+        global_rows = (arenas[:, None] * C + np.arange(C)[None, :]).reshape(-1)
+        global_rows = global_rows[~self.learner_rows[global_rows]]  # the opponents' cars of these pool arenas
+        member_of_row = self.opponent[global_rows // C]
+        rows = global_rows - first_arena * C  # rows of the arrays given
         stacked, slots = self._stacked()
         in_stack = np.isin(member_of_row, list(slots)) if slots else np.zeros(rows.size, bool)
         if stacked is not None and in_stack.any():
@@ -265,29 +274,32 @@ class Matchmaker:
                 self._stack = None
         return self._stack if self._stack is not None else (None, {})
 
-    def on_step(self, terminated: Array, truncated: Array, goal_team: Array | None, global_step: int) -> None:
-        """Rate finished pool games and draw new opponents for those arenas."""
-        if self.pool_arenas == 0:
-            return
+    def on_step(
+        self, terminated: Array, truncated: Array, goal_team: Array | None, global_step: int, first_arena: int = 0
+    ) -> None:
+        """Rate finished pool games and draw new opponents for those arenas. ``first_arena``: the arrays hold
+        the consecutive arenas from this one on (one group of a pipelined collector; 0 and every arena by default)."""
         C = self.num_cars
-        ended = np.flatnonzero(terminated | truncated)
+        first_pool = min(first_arena, self.pool_arenas)
+        end_pool = min(first_arena + terminated.shape[0] // C, self.pool_arenas)
+        if end_pool == first_pool:
+            return
+        ended = np.flatnonzero(terminated | truncated) + first_arena * C
         if ended.size:
             for policy in self._policies.values():
                 policy.reset(ended)
-        self.game_steps += 1
-        done = (terminated | truncated).reshape(-1, C)[: self.pool_arenas, 0]
+        self.game_steps[first_pool:end_pool] += 1
+        done = (terminated | truncated).reshape(-1, C)[: end_pool - first_arena, 0]
         if not done.any():
             return
-        finished = np.flatnonzero(done)
+        finished = np.flatnonzero(done) + first_arena
         for k in finished.tolist():
             index = int(self.opponent[k])
             if index < 0:
                 continue
             member = self.members[index]
-            if goal_team is None or goal_team[k] < 0:
-                score = 0.5
-            else:
-                score = 1.0 if goal_team[k] == self.learner_team[k] else 0.0
+            goal = -1 if goal_team is None else int(goal_team[k - first_arena])
+            score = 0.5 if goal < 0 else 1.0 if goal == self.learner_team[k] else 0.0
             rating_learner, rating_member = self.league.record(LEARNER, member.name, score)
             self.recent = [*self.recent[-199:], score]
             goals_l = int(score == 1.0)
