@@ -128,6 +128,8 @@ def test_pipelined_collector_collects_the_rollout_of_the_in_process_one() -> Non
     assert inproc.truncated.any() and len(ip_games) >= 3  # 1-second games ended and were rated
     assert pl_games == ip_games  # the same games in the same order, so the same ratings
     assert piped.stats.reward_per_step == pytest.approx(inproc.stats.reward_per_step)
+    assert inproc.stats.reward_means  # the components' means, each group's read after its own step
+    assert piped.stats.reward_means == pytest.approx(inproc.stats.reward_means)
     assert piped.stats.touches_per_minute == pytest.approx(inproc.stats.touches_per_minute)
 
 

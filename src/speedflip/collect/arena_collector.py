@@ -309,14 +309,14 @@ class ArenaCollector:
         the sequence of decisions it would play alone; only the order of the parent's work changes.
         """
         parts = [_Part.of(k0, k1, env.num_cars, self.learner_rows) for k0, k1 in env.spans]
-        weights = [(k1 - k0) / env.num_arenas for k0, k1 in env.spans]
         T = buf.rewards.shape[0]
         try:
             for t in range(T + 1):
-                for group, part, weight in zip(env.groups, parts, weights, strict=True):
+                for index, (group, part) in enumerate(zip(env.groups, parts, strict=True)):
                     if t > 0:
-                        means = {k: v * weight for k, v in group.reward_means().items()}
-                        self._after_step(t - 1, buf, group.step_wait(), part, means, tally, global_step)
+                        result = group.step_wait()
+                        means = env.group_reward_means(index)
+                        self._after_step(t - 1, buf, result, part, means, tally, global_step)
                     if t < T:
                         group.step_async(self._act(t, buf, part, group.state))
         finally:

@@ -135,12 +135,19 @@ class PipelinedVecEnv:
             if g.pending:
                 g.step_wait()
 
+    def group_reward_means(self, index: int) -> dict[str, float]:
+        """Group ``index``'s reward-component means in its last step, times its share of the arenas (the groups'
+        sum to :meth:`reward_means`)."""
+        k0, k1 = self.spans[index]
+        share = (k1 - k0) / self.num_arenas
+        return {name: mean * share for name, mean in self.groups[index].reward_means().items()}
+
     def reward_means(self) -> dict[str, float]:
         """Mean of every reward component over all agents in the last step (groups weighted by arenas)."""
         sums: dict[str, float] = {}
-        for g, (k0, k1) in zip(self.groups, self.spans, strict=True):
-            for name, mean in g.reward_means().items():
-                sums[name] = sums.get(name, 0.0) + mean * (k1 - k0) / self.num_arenas
+        for index in range(len(self.groups)):
+            for name, mean in self.group_reward_means(index).items():
+                sums[name] = sums.get(name, 0.0) + mean
         return sums
 
     def get_rng_state(self) -> dict[str, Any]:
