@@ -11,6 +11,7 @@ from speedflip.env.rewards import (
     REWARD_COMPONENTS,
     RewardContext,
     WeightedReward,
+    aimed_hit,
     aimed_touch,
     align_ball_goal,
     face_ball,
@@ -106,6 +107,25 @@ def test_aimed_touch_by_hand() -> None:
     np.testing.assert_allclose(aimed_touch(ctx), [[1.0, 0.0], [0.0, 0.7116071]], atol=1e-5)
     ctx.state.ball[:, :, L.BALL_VEL] = 0.0
     np.testing.assert_allclose(aimed_touch(ctx), [[0.5, 0.0], [0.0, 0.5]], atol=1e-6)
+
+
+def test_aimed_hit_by_hand() -> None:
+    """The aim of ``aimed_touch`` times the change of the ball's velocity / 6000, on touches.
+
+    Both balls were at rest before the step. Arena 0: |dv| = 3000 -> 0.5; blue aim 1.0 -> 0.5, orange aim 0 -> 0.
+    Arena 1: |dv| = 1200 -> 0.2; blue 0.8 * 0.2 = 0.16, orange 0.7116071 * 0.2 = 0.1423214. A ball whose velocity
+    the touch did not change pays nothing, however well aimed; an untouched car gets 0.
+    """
+    ctx = _one_v_one()
+    ctx.touched = np.ones((2, 2), bool)
+    ctx.prev_state = GameArrays.empty(num_arenas=2, num_cars=2)
+    ctx.prev_state.ball[:] = ctx.state.ball
+    ctx.prev_state.ball[:, :, L.BALL_VEL] = 0.0
+    np.testing.assert_allclose(aimed_hit(ctx), [[0.5, 0.0], [0.16, 0.1423214]], atol=1e-5)
+    ctx.touched = np.array([[True, False], [False, True]])
+    np.testing.assert_allclose(aimed_hit(ctx), [[0.5, 0.0], [0.0, 0.1423214]], atol=1e-5)
+    ctx.prev_state.ball[:] = ctx.state.ball  # the same velocity before and after: a push along
+    np.testing.assert_allclose(aimed_hit(ctx), [[0.0, 0.0], [0.0, 0.0]], atol=1e-6)
 
 
 def test_touch_is_the_touch_flag() -> None:

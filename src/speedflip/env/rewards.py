@@ -168,6 +168,13 @@ def aimed_touch(ctx: RewardContext) -> Array:
     return _f32(ctx.touched * aim)
 
 
+def aimed_hit(ctx: RewardContext) -> Array:
+    """On a touch: ``aimed_touch`` times ``strong_hit``, the aim ``(1 + cos a) / 2`` times the change of the
+    ball's velocity as a fraction of its top speed. A shot at the goal pays, a soft push beside it almost
+    nothing: a touch reward that cannot be farmed by dribbling the ball along (0..1)."""
+    return _f32(aimed_touch(ctx) * strong_hit(ctx))
+
+
 def ball_velocity_to_own_goal(ctx: RewardContext) -> Array:
     """Ball speed towards the car's own goal, 0..1 of top speed (use a negative weight)."""
     _, ball = ctx.own_view()
@@ -250,6 +257,7 @@ REWARD_COMPONENTS: dict[str, RewardFn] = {
     "jump_shot": jump_shot,
     "basic_shot": basic_shot,
     "aimed_touch": aimed_touch,
+    "aimed_hit": aimed_hit,
     "velocity_player_to_ball": velocity_player_to_ball,
     "velocity_ball_to_goal": velocity_ball_to_goal,
     "ball_velocity_to_own_goal": ball_velocity_to_own_goal,
