@@ -29,6 +29,28 @@ def test_learning_rate_constant_or_annealed() -> None:
     assert learning_rate(annealed, 2000) == 0.0
 
 
+def test_learning_rate_held_then_annealed() -> None:
+    """ppo.anneal_lr_start 0.6: 0.001 until 60 % of the run, then linear to 0: at 80 % half of it, 0.0005; at 90 %
+    a quarter, 0.00025. The same by the time budget: 540 s of 600 is 90 %."""
+    cfg = build_config(
+        {"ppo": {"learning_rate": 0.001, "anneal_lr": True, "anneal_lr_start": 0.6}, "run": {"total_steps": 1000}}
+    )
+    assert learning_rate(cfg, 0) == pytest.approx(0.001)
+    assert learning_rate(cfg, 600) == pytest.approx(0.001)
+    assert learning_rate(cfg, 800) == pytest.approx(0.0005)
+    assert learning_rate(cfg, 900) == pytest.approx(0.00025)
+    assert learning_rate(cfg, 1000) == 0.0
+    timed = build_config(
+        {
+            "ppo": {"learning_rate": 0.001, "anneal_lr": True, "anneal_lr_start": 0.6},
+            "run": {"total_steps": 10**9, "time_budget_minutes": 10},
+        }
+    )
+    assert learning_rate(timed, 10, train_seconds=540.0) == pytest.approx(0.00025)
+    with pytest.raises(ConfigError, match="anneal_lr_start"):
+        build_config({"ppo": {"anneal_lr": True, "anneal_lr_start": 1.0}})
+
+
 def test_time_budget_ends_the_schedules_when_it_comes_first() -> None:
     """run.time_budget_minutes: the run's progress is the larger of its step share and its time share."""
     cfg = build_config(

@@ -267,6 +267,13 @@ class PPOConfig(_Strict):
         description="linearly decay the learning rate to 0 at the end of the run (run.total_steps, or "
         "run.time_budget_minutes when that comes first)",
     )
+    anneal_lr_start: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="with anneal_lr: the share of the run (0..1, by the same steps or time budget) at which the linear "
+        "decay to 0 begins; the rate is ppo.learning_rate until then (0 = decay over the whole run)",
+    )
     lr_target_kl: float | None = Field(
         None, gt=0,
         description="adapt the learning rate after every update to keep its mean approximate KL near this: "

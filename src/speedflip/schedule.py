@@ -50,13 +50,15 @@ def run_progress(cfg: Config, global_step: int, train_seconds: float = 0.0) -> f
 
 def learning_rate(cfg: Config, global_step: int, adapted: float | None = None, train_seconds: float = 0.0) -> float:
     """The learning rate for the next update: ``ppo.learning_rate``, decayed linearly to 0 at the end of the
-    run (:func:`run_progress`) with ``ppo.anneal_lr``; with ``ppo.lr_target_kl``, ``adapted`` (the rate
-    :func:`adapt_learning_rate` left after the last update; ``ppo.learning_rate`` before the first)."""
+    run (:func:`run_progress`) with ``ppo.anneal_lr``, from ``ppo.anneal_lr_start`` of the run on (constant
+    before it); with ``ppo.lr_target_kl``, ``adapted`` (the rate :func:`adapt_learning_rate` left after the
+    last update; ``ppo.learning_rate`` before the first)."""
     if cfg.ppo.lr_target_kl is not None:
         return cfg.ppo.learning_rate if adapted is None else adapted
     if not cfg.ppo.anneal_lr:
         return cfg.ppo.learning_rate
-    return cfg.ppo.learning_rate * (1.0 - run_progress(cfg, global_step, train_seconds))
+    remaining = 1.0 - run_progress(cfg, global_step, train_seconds)
+    return cfg.ppo.learning_rate * min(1.0, remaining / (1.0 - cfg.ppo.anneal_lr_start))
 
 
 LR_ADAPT_FACTOR = 1.5  # the KL-adaptive learning rate moves by this factor per update (as rsl_rl's PPO)
