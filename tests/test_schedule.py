@@ -49,6 +49,8 @@ def test_learning_rate_held_then_annealed() -> None:
     assert learning_rate(timed, 10, train_seconds=540.0) == pytest.approx(0.00025)
     with pytest.raises(ConfigError, match="anneal_lr_start"):
         build_config({"ppo": {"anneal_lr": True, "anneal_lr_start": 1.0}})
+    with pytest.raises(ConfigError, match=r"anneal_lr_start \(0.5\) only shapes ppo.anneal_lr, which is off"):
+        build_config({"ppo": {"anneal_lr": False, "anneal_lr_start": 0.5}})
 
 
 def test_time_budget_ends_the_schedules_when_it_comes_first() -> None:

@@ -357,6 +357,11 @@ class PPOConfig(_Strict):
                 "ppo.anneal_lr and ppo.lr_target_kl both set the learning rate; keep one (set ppo.anneal_lr=false "
                 "or ppo.lr_target_kl=null)"
             )
+        if self.anneal_lr_start > 0 and not self.anneal_lr:
+            raise ValueError(
+                f"ppo.anneal_lr_start ({self.anneal_lr_start}) only shapes ppo.anneal_lr, which is off; set "
+                "ppo.anneal_lr=true or ppo.anneal_lr_start=0"
+            )
         if self.learning_rate_min > self.learning_rate_max:
             raise ValueError(
                 f"ppo.learning_rate_min ({self.learning_rate_min}) is above ppo.learning_rate_max "
