@@ -8,11 +8,14 @@ sampling its actions, as in training), against the rule bot, the idle car and th
 sides swapped, 60-second games). Chosen per run: every ``--every``-th milestone from ``--from-steps`` and the
 last ``--last`` ones, all at or below ``--until-steps`` (so runs that trained further can be compared step for
 step). Results already in the output JSON are kept and not played again; the summary per run is the mean win
-rate of its last ``--last`` milestones over the opponents.
+rate of its last ``--last`` milestones over the opponents. ``--ensemble`` also plays ``RUN@lastN``, the last
+``--last`` milestones as one bot (the mean of their action probabilities, ``EnsemblePolicy``), and the summary
+sets it beside its members' mean.
 
     python benchmarks/milestone_curve.py RUN [RUN ...] --last 4 --games 40 --out milestones.json
     python benchmarks/milestone_curve.py RUN --until-steps 32100000 --last 4 --out milestones.json
     python benchmarks/milestone_curve.py RUN --every 1 --last 1 --opponents rule idle --stochastic --out sampled.json
+    python benchmarks/milestone_curve.py RUN [RUN ...] --last 4 --games 100 --opponents rule idle --ensemble --out F
     python benchmarks/milestone_curve.py --summarize milestones.json
 """
 
@@ -50,7 +53,7 @@ def choose(folders: list[Path], from_steps: int, until_steps: int | None, every:
     return sorted(set(strided) | set(tail), key=lambda p: int(p.name))
 
 
-def eval_command(milestone: Path, opponent: str, games: int, seed: int, stochastic: bool, tmp: Path) -> list[str]:
+def eval_command(milestone: Path | str, opponent: str, games: int, seed: int, stochastic: bool, tmp: Path) -> list[str]:
     """The ``speedflip eval`` call of one milestone against ``opponent`` (its league and JSON in ``tmp``)."""
     return [
         *speedflip_cmd(), "eval", str(milestone), opponent_spec(opponent), "--games", str(games),
@@ -73,7 +76,7 @@ def resume_mismatch(report: dict[str, Any], opponents: list[str], games: int, st
     return None
 
 
-def evaluate(milestone: Path, opponent: str, games: int, seed: int, stochastic: bool = False) -> dict[str, Any]:
+def evaluate(milestone: Path | str, opponent: str, games: int, seed: int, stochastic: bool = False) -> dict[str, Any]:
     """One ``speedflip eval`` of a milestone against ``opponent``, deterministic unless ``stochastic``."""
     with tempfile.TemporaryDirectory() as tmp:
         json_path = Path(tmp) / "eval.json"
@@ -108,6 +111,12 @@ def summarize(report: dict[str, Any]) -> str:
             lines.append(f"  {int(step):>11,}{' *' if tail else '  '} {cells}  mean {mean:.3f}")
         value = statistics.fmean(means) if means else float("nan")
         lines.append(f"  mean of the last {len(means)} (*): {value:.3f}")
+        ensemble = entry.get("ensemble", {})
+        if len(ensemble) == len(report["opponents"]):
+            rates = [ensemble[o]["win_rate"] for o in report["opponents"]]
+            cells = " ".join(f"{o} {r:.2f}" for o, r in zip(report["opponents"], rates, strict=True))
+            mean = statistics.fmean(rates)
+            lines.append(f"  ensemble of the last {entry['last']}: {cells}  mean {mean:.3f} ({mean - value:+.3f})")
     return "\n".join(lines)
 
 
@@ -125,6 +134,9 @@ def main() -> None:
     parser.add_argument("--eval-seed", type=int, default=0)
     parser.add_argument("--opponents", nargs="+", default=list(DEFAULT_OPPONENTS))
     parser.add_argument("--stochastic", action="store_true", help="sample the milestones' actions (default: argmax)")
+    parser.add_argument(
+        "--ensemble", action="store_true", help="also play RUN@lastN, the last --last milestones as one bot"
+    )
     args = parser.parse_args()
     if args.summarize:
         print(summarize(json.loads(args.summarize.read_text())))
@@ -151,6 +163,15 @@ def main() -> None:
                     row[opponent] = evaluate(folder, opponent, args.games, args.eval_seed, args.stochastic)
                     print(f"{run.name} {int(folder.name):,} vs {opponent}: {row[opponent]['wins']} / "
                           f"{row[opponent]['draws']} / {row[opponent]['losses']}", flush=True)  # fmt: skip
+                    args.out.write_text(json.dumps(report, indent=1))
+        if args.ensemble and args.until_steps is None:
+            ensemble = entry.setdefault("ensemble", {})
+            for opponent in args.opponents:
+                if opponent not in ensemble:
+                    ensemble[opponent] = evaluate(f"{run}@last{args.last}", opponent, args.games, args.eval_seed,
+                                                  args.stochastic)  # fmt: skip
+                    print(f"{run.name} @last{args.last} vs {opponent}: {ensemble[opponent]['wins']} / "
+                          f"{ensemble[opponent]['draws']} / {ensemble[opponent]['losses']}", flush=True)  # fmt: skip
                     args.out.write_text(json.dumps(report, indent=1))
     print(summarize(report))
 

@@ -538,6 +538,12 @@ class SelfPlayConfig(_Strict):
         "rate against the rule bot and the idle car in its rating games (Elo breaks ties), 'elo' = the highest "
         "Elo, which also counts games against earlier milestones (docs/learning.md, sixteenth session)",
     )
+    ship_ensemble: int = Field(
+        0, ge=0,
+        description="the run's shipped bot (speedflip eval / export / watch RUN) is its last N milestones playing as "
+        "one bot: the mean of their action probabilities, argmax as exported (RUN@lastN; docs/learning.md, "
+        "thirty-eighth session); 0 or 1 = the best-rated milestone (best.json), also while the run has fewer than N",
+    )  # fmt: skip
     final_pick_milestones: int = Field(
         0, ge=0,
         description="at the end of a run, the last N milestones of the current stage play "

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from speedflip.checkpoint import CheckpointError, list_checkpoints
+from speedflip.env.arenas import GameArrays
 from speedflip.env.obs import DefaultObs
 from speedflip.env.vec_env import RocketLeagueVecEnv
 from speedflip.selfplay.match import match_env_config, play_match, summarize
-from speedflip.selfplay.policies import NeuralPolicy, find_checkpoint, resolve_policy
+from speedflip.selfplay.policies import EnsemblePolicy, NeuralPolicy, find_checkpoint, resolve_policy
 
 
 def _table() -> np.ndarray:
@@ -95,3 +97,62 @@ def test_run_dir_without_checkpoints_is_refused(tmp_path: Path, run_1v1: Path) -
     (ckpt / "model.safetensors").write_bytes(b"garbage")
     with pytest.raises(CheckpointError, match=r"model\.safetensors"):
         find_checkpoint(str(broken))
+
+
+def _milestone_run(tmp_path: Path, run_1v1: Path, steps: tuple[int, ...]) -> Path:
+    """A run whose ``milestones/main/<step>`` folders are copies of the tiny run's checkpoint."""
+    run = tmp_path / "ens_run"
+    ckpt = list_checkpoints(run_1v1 / "checkpoints")[-1]
+    for step in steps:
+        shutil.copytree(ckpt, run / "milestones" / "main" / str(step))
+    return run
+
+
+def test_last_n_spec_is_an_ensemble_of_the_newest_milestones(tmp_path: Path, run_1v1: Path) -> None:
+    run = _milestone_run(tmp_path, run_1v1, (100, 200, 300))
+    policy = resolve_policy(f"{run}@last2", DefaultObs(1, 1).obs_dim, _table(), deterministic=True)
+    assert isinstance(policy, EnsemblePolicy)
+    assert [m.path.name for m in policy.members] == ["200", "300"]  # oldest first, the newest two
+    assert policy.name == "ens_run@last2" and policy.path.name == "300"
+    assert find_checkpoint(f"{run}@last2").name == "300"  # its config and observation settings: the newest member's
+
+
+def test_ensemble_needs_enough_milestones(tmp_path: Path, run_1v1: Path) -> None:
+    run = _milestone_run(tmp_path, run_1v1, (100, 200))
+    with pytest.raises(CheckpointError, match=r"2 milestone\(s\) that verify, not 4") as err:
+        resolve_policy(f"{run}@last4", DefaultObs(1, 1).obs_dim, _table())
+    assert "@last2" in str(err.value)  # the fix: ask for fewer
+    with pytest.raises(CheckpointError, match="has no milestones"):
+        resolve_policy(f"{run_1v1}@last2", DefaultObs(1, 1).obs_dim, _table())
+
+
+def _fixed_logits(probs: list[float], num_actions: int) -> torch.Tensor:
+    """Logits whose softmax is ``probs`` on the first actions and exactly 0 on the rest (one row)."""
+    logits = torch.full((1, num_actions), -1e9)
+    for i, p in enumerate(probs):
+        if p > 0:
+            logits[0, i] = float(np.log(p))
+    return logits
+
+
+def test_ensemble_takes_the_mean_of_the_members_probabilities(
+    tmp_path: Path, run_1v1: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = _milestone_run(tmp_path, run_1v1, (100, 200))
+    table = _table()
+    policy = resolve_policy(f"{run}@last2", DefaultObs(1, 1).obs_dim, table, deterministic=True, seed=5)
+    assert isinstance(policy, EnsemblePolicy)
+    first, second = policy.members
+    # first prefers action 0 (0.6 / 0.4 / 0), second action 2 (0 / 0.45 / 0.55); their mean is
+    # 0.3 / 0.425 / 0.275: the ensemble takes action 1, the one neither member would take alone
+    monkeypatch.setattr(first, "logits", lambda obs: _fixed_logits([0.6, 0.4, 0.0], table.shape[0]))
+    monkeypatch.setattr(second, "logits", lambda obs: _fixed_logits([0.0, 0.45, 0.55], table.shape[0]))
+    obs = np.zeros((1, DefaultObs(1, 1).obs_dim), np.float32)
+    state, teams = GameArrays.empty(1, 2), np.zeros(1, np.int64)  # not read by neural players
+    np.testing.assert_allclose(policy.probabilities(obs)[0, :3].numpy(), [0.3, 0.425, 0.275], atol=1e-6)
+    assert policy.act(obs, state, teams).tolist() == [1]
+    policy.deterministic = False  # sampled: draws from the mean, seeded
+    draws = np.concatenate([policy.act(obs, state, teams) for _ in range(4000)])
+    counts = np.bincount(draws, minlength=3)[:3] / draws.size
+    np.testing.assert_allclose(counts, [0.3, 0.425, 0.275], atol=0.03)
+    assert draws.max() <= 2

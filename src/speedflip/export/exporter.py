@@ -156,6 +156,14 @@ class Source:
     orange_size: int
     obs_dim: int
     num_actions: int
+    # an ensemble (``RUN@lastN``): every member's policy layers and observation normalizer, oldest first, the
+    # newest being ``checkpoint``/``policy``/``obs_rms``; empty for one network
+    members: tuple[tuple[Path, dict[str, Array], dict[str, Array]], ...] = ()
+
+    @property
+    def checkpoints(self) -> list[Path]:
+        """The checkpoints whose networks play: the ensemble's members, or the one checkpoint."""
+        return [m[0] for m in self.members] or [self.checkpoint]
 
 
 def run_name(checkpoint: Path) -> str:
@@ -170,14 +178,12 @@ def run_name(checkpoint: Path) -> str:
 
 def read_source(run: str) -> Source:
     """Find and check the checkpoint; a clear :class:`ExportError` when it cannot be exported."""
-    from safetensors.numpy import load_file
-
     from speedflip.checkpoint import verify_checkpoint
     from speedflip.selfplay.evaluate import training_obs_options
-    from speedflip.selfplay.policies import find_checkpoint
+    from speedflip.selfplay.policies import ensemble_spec, find_checkpoint, last_milestones
     from speedflip.watch.run import curriculum_padding
 
-    checkpoint = find_checkpoint(run)
+    checkpoint = find_checkpoint(run)  # for RUN@lastN the newest member, whose config stands for all
     meta = verify_checkpoint(checkpoint)
     config = meta.get("config")
     compat = meta.get("compat")
@@ -205,6 +211,26 @@ def read_source(run: str) -> Source:
     pad, team = curriculum_padding(str(checkpoint))
     blue, orange = int(env.get("blue_size", 1)), int(env.get("orange_size", 1))
     options["obs_team_size"] = max(int(str(options.get("obs_team_size", 0))), pad, blue, orange)
+    policy, obs_rms = _read_networks(checkpoint)
+    members: tuple[tuple[Path, dict[str, Array], dict[str, Array]], ...] = ()
+    ensemble = ensemble_spec(run)
+    if ensemble is not None:
+        paths = last_milestones(*ensemble, run)
+        for path in paths[:-1]:
+            if verify_checkpoint(path).get("compat") != compat:
+                raise ExportError(f"{path} has another network or observation size than {checkpoint}: not one run")
+        members = tuple((path, *_read_networks(path)) for path in paths)
+    return Source(
+        checkpoint=checkpoint, meta=meta, config=config, policy=policy, obs_rms=obs_rms, obs_options=options,
+        team_size=team or blue, blue_size=blue, orange_size=orange, obs_dim=int(compat["obs_dim"]),
+        num_actions=int(compat.get("num_actions", 0)), members=members,
+    )  # fmt: skip
+
+
+def _read_networks(checkpoint: Path) -> tuple[dict[str, Array], dict[str, Array]]:
+    """A checkpoint's policy layers and observation normalizer (as numpy), checked."""
+    from safetensors.numpy import load_file
+
     model = load_file(str(checkpoint / "model.safetensors"))
     state = load_file(str(checkpoint / "state.safetensors"))
     policy = {k: v for k, v in model.items() if k.startswith("policy.")}
@@ -216,11 +242,7 @@ def read_source(run: str) -> Source:
     obs_rms = {k.removeprefix("obs_rms."): v for k, v in state.items() if k.startswith("obs_rms.")}
     if set(obs_rms) != {"mean", "var", "count"}:
         raise ExportError(f"{checkpoint}: the observation normalizer (obs_rms) is missing from state.safetensors")
-    return Source(
-        checkpoint=checkpoint, meta=meta, config=config, policy=policy, obs_rms=obs_rms, obs_options=options,
-        team_size=team or blue, blue_size=blue, orange_size=orange, obs_dim=int(compat["obs_dim"]),
-        num_actions=int(compat.get("num_actions", 0)),
-    )  # fmt: skip
+    return policy, obs_rms
 
 
 def check_layout(src: Source) -> tuple[int, Array, list[list[float]], list[bool]]:
@@ -278,6 +300,8 @@ def bot_settings(src: Source, name: str, obs_dim: int, table: Array, positions: 
         "source_checkpoint": str(src.checkpoint.resolve()),
         "global_step": int(src.meta.get("global_step", 0) or 0),
         "checkpoint_sha256": src.meta.get("sha256", {}),
+        "ensemble_members": len(src.members) or 1,
+        "member_checkpoints": [str(p.resolve()) for p in src.checkpoints],
         "obs": {
             "builder": str(opts.get("obs_builder", "default")),
             "team_size": int(str(opts.get("obs_team_size", 0))),
@@ -336,6 +360,18 @@ policy (exactly training's arithmetic); without it a numpy forward pass is used.
 """
 
 
+def bot_tensors(src: Source) -> dict[str, Array]:
+    """``policy.safetensors``: ``policy.<i>.*`` and ``obs_rms.*`` for one network; for an ensemble the same per
+    member under ``members.<j>.`` (oldest first)."""
+    networks = [(m[1], m[2]) for m in src.members] or [(src.policy, src.obs_rms)]
+    tensors: dict[str, Array] = {}
+    for j, (policy, obs_rms) in enumerate(networks):
+        prefix = f"members.{j}." if src.members else ""
+        tensors.update({prefix + k: v.astype(np.float32) for k, v in policy.items()})
+        tensors.update({f"{prefix}obs_rms.{k}": np.asarray(v, np.float64).reshape(-1) for k, v in obs_rms.items()})
+    return tensors
+
+
 def export_rlbot(src: Source, out_dir: Path, force: bool, name: str | None, check_steps: int = 120) -> tuple[Path, str]:
     """Write the bot folder (atomically: built beside it, checked, then renamed); returns ``(folder, parity)``."""
     from speedflip.export.parity import record_match, replay_through_bot
@@ -359,16 +395,14 @@ def export_rlbot(src: Source, out_dir: Path, force: bool, name: str | None, chec
         bot_text = (Path(__file__).resolve().parent / "runtime" / "bot.py").read_text()
         bot_source = rewrite_imports(bot_text, "bot.py", absolute=True)
         (tmp / "bot.py").write_text(bot_source.replace("__AGENT_ID__", agent_id.split("/", 1)[1]))
-        tensors: dict[str, Array] = {k: v.astype(np.float32) for k, v in src.policy.items()}
-        tensors.update({f"obs_rms.{k}": np.asarray(v, np.float64).reshape(-1) for k, v in src.obs_rms.items()})
-        write_safetensors(tmp / "policy.safetensors", tensors, {"format": "speedflip-policy-v1"})
+        write_safetensors(tmp / "policy.safetensors", bot_tensors(src), {"format": "speedflip-policy-v1"})
         (tmp / "speedflip_bot.json").write_text(json.dumps(settings, indent=1))
         (tmp / "requirements.txt").write_text(
             "\n".join(REQUIREMENTS) + "\n# optional: torch (exact training arithmetic)\n"
         )
         # the bot keeps teammate/opponent slots in order (a run trained with shuffle_slots learned any order)
         options = {**src.obs_options, "shuffle_slots": False}
-        recording = record_match(src.checkpoint, options, src.team_size, steps=check_steps)
+        recording = record_match(src.checkpoints, options, src.team_size, steps=check_steps)
         result = replay_through_bot(tmp, recording)
         if result.obs_mismatches:
             raise ExportError(f"the exported bot does not reproduce training's observations: {result.summary()}")
@@ -387,22 +421,23 @@ def export_rlbot(src: Source, out_dir: Path, force: bool, name: str | None, chec
 
 # ---------------------------------------------------------------------- ONNX / TorchScript
 def policy_module(src: Source) -> Any:
-    """A torch module: raw observation -> normalized (as in training) -> policy logits."""
+    """A torch module: raw observation -> normalized (as in training) -> policy logits. For an ensemble the
+    log of the mean of its members' action probabilities (each member with its own normalizer)."""
     import torch
 
     from speedflip.models.mlp import mlp
 
     layers = (src.config.get("ppo") or {}).get("policy_layers") or []
-    net = mlp(src.obs_dim, list(layers), src.num_actions, out_gain=0.01)
-    net.load_state_dict({k.removeprefix("policy."): torch.from_numpy(np.array(v)) for k, v in src.policy.items()})
     normalize = bool((src.config.get("ppo") or {}).get("normalize_obs", True))
 
     class NormalizedPolicy(torch.nn.Module):
-        def __init__(self) -> None:
+        def __init__(self, policy: dict[str, Array], obs_rms: dict[str, Array]) -> None:
             super().__init__()
-            self.net = net
-            std = np.sqrt(np.asarray(src.obs_rms["var"], np.float64) + 1e-8)
-            self.mean = torch.nn.Parameter(torch.from_numpy(np.asarray(src.obs_rms["mean"], np.float32)), False)
+            self.net = mlp(src.obs_dim, list(layers), src.num_actions, out_gain=0.01)
+            weights = {k.removeprefix("policy."): torch.from_numpy(np.array(v)) for k, v in policy.items()}
+            self.net.load_state_dict(weights)
+            std = np.sqrt(np.asarray(obs_rms["var"], np.float64) + 1e-8)
+            self.mean = torch.nn.Parameter(torch.from_numpy(np.asarray(obs_rms["mean"], np.float32)), False)
             self.std = torch.nn.Parameter(torch.from_numpy(std.astype(np.float32)), False)
             self.normalize = normalize
 
@@ -411,18 +446,31 @@ def policy_module(src: Source) -> Any:
             out: torch.Tensor = self.net(x)
             return out
 
-    return NormalizedPolicy().eval()
+    class EnsembleModule(torch.nn.Module):
+        def __init__(self, members: list[NormalizedPolicy]) -> None:
+            super().__init__()
+            self.members = torch.nn.ModuleList(members)
+
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            probs = torch.stack([torch.softmax(m(obs), -1) for m in self.members]).mean(0)
+            return torch.log(probs)
+
+    if not src.members:
+        return NormalizedPolicy(src.policy, src.obs_rms).eval()
+    return EnsembleModule([NormalizedPolicy(m[1], m[2]) for m in src.members]).eval()
 
 
 def _sidecar(path: Path, src: Source, table: Array) -> Path:
     side = path.with_name(path.name + ".json")
     side.write_text(json.dumps({
         "input": f"raw observation [batch, {src.obs_dim}] (float32); normalization is inside the model",
-        "output": f"logits [batch, {src.num_actions}]; action = argmax, controls = action_table[action]",
+        "output": f"logits [batch, {src.num_actions}]; action = argmax, controls = action_table[action]"
+        + (f" (log of the mean action probabilities of {len(src.members)} networks)" if src.members else ""),
         "control_order": ["throttle", "steer", "pitch", "yaw", "roll", "jump", "boost", "handbrake"],
         "action_table": np.asarray(table, np.float64).round(6).tolist(),
         "obs_options": src.obs_options,
         "source_checkpoint": str(src.checkpoint.resolve()),
+        "member_checkpoints": [str(p.resolve()) for p in src.checkpoints],
     }, indent=1))  # fmt: skip
     return side
 

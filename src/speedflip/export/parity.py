@@ -117,7 +117,7 @@ class Recording:
 
 
 def record_match(
-    checkpoint: Path,
+    checkpoint: Path | list[Path],
     obs_options: dict[str, object],
     team_size: int,
     steps: int = 150,
@@ -125,20 +125,25 @@ def record_match(
     episode_seconds: float = 4.0,
     seed: int = 7,
 ) -> Recording:
-    """Play ``steps`` decisions in ``arenas`` kickoff arenas, every car driven by the checkpoint (argmax).
+    """Play ``steps`` decisions in ``arenas`` kickoff arenas, every car driven by the checkpoint (argmax); a list of
+    checkpoints plays as one :class:`~speedflip.selfplay.policies.EnsemblePolicy` (argmax of the mean probabilities).
 
     Episodes are cut every ``episode_seconds`` (and at goals) so resets are part of the recording.
     """
     from speedflip.env.vec_env import RocketLeagueVecEnv
     from speedflip.selfplay.match import match_env_config
-    from speedflip.selfplay.policies import NeuralPolicy
+    from speedflip.selfplay.policies import EnsemblePolicy, NeuralPolicy
 
     cfg = match_env_config(arenas, team_size, episode_seconds, obs_options=obs_options)
     cfg = cfg.model_copy(update={"timeout_seconds": episode_seconds})
     env = RocketLeagueVecEnv(cfg, seed=seed)
     try:
         # refused unless the checkpoint's own table is the env's (obs_options carries its action_table)
-        policy = NeuralPolicy(checkpoint, env.obs_dim, deterministic=True, seed=seed, table=env.actions.table)
+        paths = checkpoint if isinstance(checkpoint, list) else [checkpoint]
+        networks = [NeuralPolicy(p, env.obs_dim, deterministic=True, seed=seed, table=env.actions.table) for p in paths]
+        policy: NeuralPolicy | EnsemblePolicy = networks[0]
+        if len(networks) > 1:
+            policy = EnsemblePolicy(networks, "ensemble", deterministic=True, seed=seed)
         obs = env.reset()
         states, all_obs, all_actions, resets = [], [], [], []
         reset = np.ones(arenas, bool)

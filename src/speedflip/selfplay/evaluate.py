@@ -25,7 +25,7 @@ from speedflip.selfplay.match import (
     summarize,
 )
 from speedflip.selfplay.matchmaker import LEARNER
-from speedflip.selfplay.policies import NeuralPolicy, find_checkpoint, resolve_policy
+from speedflip.selfplay.policies import EnsemblePolicy, NeuralPolicy, ensemble_spec, find_checkpoint, resolve_policy
 from speedflip.selfplay.userbot import UserBotPolicy
 
 BUILTIN = ("rule", "random", "idle")
@@ -73,6 +73,12 @@ def shipped_note(spec: str) -> str | None:
     run = Path(spec)
     if spec in BUILTIN or not run.is_dir() or (run / "meta.json").is_file():
         return None
+    ensemble = ensemble_spec(spec)
+    if ensemble is not None:
+        return (
+            f"{spec}: its last {ensemble[1]} milestones play as one bot (selfplay.ship_ensemble), the bot `speedflip "
+            f"export` ships; {spec}@best plays its best-rated milestone, {spec}@latest the newest checkpoint"
+        )
     best = read_best(run)
     if best is None or best_checkpoint(run) is None:
         return None
@@ -87,7 +93,7 @@ def league_dir_for(spec_a: str, league_path: str | None) -> Path:
     if league_path:
         return Path(league_path)
     run, _, tail = spec_a.rpartition("@")
-    a = Path(run if tail in ("best", "latest") and run else spec_a)
+    a = Path(run if (tail in ("best", "latest") or ensemble_spec(spec_a) is not None) and run else spec_a)
     if spec_a not in BUILTIN and a.is_dir() and (a / "checkpoints").is_dir():
         return a / "league.json"
     return Path("runs") / "league.json"
@@ -122,7 +128,7 @@ def run_eval(
     try:
         policy_a = resolve_player(spec_a, env, seed, deterministic)
         policy_b = resolve_player(spec_b, env, seed + 1, deterministic)
-        neural = any(isinstance(p, NeuralPolicy) for p in (policy_a, policy_b))
+        neural = any(isinstance(p, NeuralPolicy | EnsemblePolicy) for p in (policy_a, policy_b))
         console.print(
             f"{policy_a.name} vs {policy_b.name}: {games} games of {game_seconds:g} s, {team_size}v{team_size}, "
             "sides swapped halfway" + (f"; {action_mode_text(deterministic)}" if neural else "")
@@ -144,10 +150,12 @@ def run_eval(
     for policy in (policy_a, policy_b):
         if isinstance(policy, NeuralPolicy):
             league.player(policy.name, step=policy.global_step, path=str(policy.path))
+        elif isinstance(policy, EnsemblePolicy):  # no path: an ensemble is not a milestone the pool could load
+            league.player(policy.name, step=policy.global_step)
         else:
             league.player(policy.name)
     before = (league.player(policy_a.name).rating, league.player(policy_b.name).rating)
-    step = policy_a.global_step if isinstance(policy_a, NeuralPolicy) else None
+    step = policy_a.global_step if isinstance(policy_a, NeuralPolicy | EnsemblePolicy) else None
     rows = []
     for r in results:
         rating_a, rating_b = league.record(policy_a.name, policy_b.name, r.score_a)

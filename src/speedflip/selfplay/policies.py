@@ -10,6 +10,7 @@ with different tables: :mod:`speedflip.selfplay.match`.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -188,6 +189,113 @@ class NeuralPolicy:
         self.memory.reset(rows)
 
 
+class EnsemblePolicy:
+    """Several frozen checkpoints of one run playing as one bot (``RUN@lastN``: its last ``N`` milestones).
+
+    Every step each member gives its action probabilities (with its own observation normaliser); the bot
+    takes the most likely action of their mean when deterministic (as an exported bot plays), else draws
+    from the mean. Neighbouring milestones of one run disagree in idiosyncratic ways (docs/learning.md,
+    thirty-eighth session); the mean keeps what they agree on.
+    """
+
+    def __init__(self, members: list[NeuralPolicy], name: str, deterministic: bool = False, seed: int = 0) -> None:
+        if not members:
+            raise ValueError("an ensemble needs at least one member")
+        first = members[0]
+        for member in members[1:]:
+            if not same_table(member.table, first.table):
+                raise CheckpointError(
+                    f"{member.path} acts in another lookup table than {first.path}; "
+                    "the members of an ensemble must share one"
+                )
+        self.members = members
+        self.table: Array = first.table
+        self.name = name
+        self.path = members[-1].path  # the newest member stands for the ensemble in ratings
+        self.global_step = max(m.global_step for m in members)
+        self.deterministic = deterministic
+        self.generator = torch.Generator().manual_seed(seed)
+
+    @torch.no_grad()
+    def probabilities(self, obs: Array) -> torch.Tensor:
+        """The mean of the members' action probabilities ``[N, A]``."""
+        return torch.stack([torch.softmax(m.logits(obs), -1) for m in self.members]).mean(0)
+
+    @torch.no_grad()
+    def act(self, obs: Array, state: GameArrays, car_teams: Array) -> Array:
+        probs = self.probabilities(obs)
+        if self.deterministic:
+            best: Array = probs.argmax(-1).numpy()
+            return best
+        out: Array = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1).numpy()
+        return out
+
+    def reset(self, rows: Array) -> None:
+        for member in self.members:
+            member.reset(rows)
+
+
+ENSEMBLE_TAIL = re.compile(r"last([1-9][0-9]*)")
+
+
+def last_milestones(run: Path, count: int, spec: str) -> list[Path]:
+    """The run's last ``count`` milestones that verify, oldest first, from the stage holding its newest one."""
+    stages = [p for p in (run / "milestones").iterdir() if p.is_dir()] if (run / "milestones").is_dir() else []
+    if not stages:
+        raise CheckpointError(f"'{spec}': '{run}' has no milestones (milestones/<stage>/<step>/); train it longer")
+    stage = max(stages, key=lambda p: max((int(c.name) for c in list_checkpoints(p)), default=-1))
+    found: list[Path] = []
+    for candidate in list_checkpoints(stage):
+        try:
+            verify_checkpoint(candidate)
+        except CheckpointError:
+            continue
+        found.append(candidate)
+        if len(found) == count:
+            return found[::-1]
+    raise CheckpointError(
+        f"'{spec}': stage '{stage.name}' of '{run}' has {len(found)} milestone(s) that verify, not {count}; "
+        f"ask for fewer (e.g. {run}@last{max(len(found), 1)})"
+    )
+
+
+def shipped_ensemble(run: Path) -> int:
+    """``N`` when run directory ``run`` ships its last ``N`` milestones as one bot (``selfplay.ship_ensemble`` >= 2
+    in the config of its newest checkpoint) and has ``N`` milestones that verify; else 0 (its best-rated milestone
+    ships)."""
+    newest = next(iter(list_checkpoints(run / "checkpoints")), None)
+    if newest is None:
+        return 0
+    try:
+        config = json.loads((newest / "meta.json").read_text()).get("config") or {}
+        count = int((config.get("selfplay") or {}).get("ship_ensemble", 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0
+    if count < 2:
+        return 0
+    try:
+        last_milestones(run, count, str(run))
+    except CheckpointError:
+        return 0
+    return count
+
+
+def ensemble_spec(spec: str) -> tuple[Path, int] | None:
+    """``(run, N)`` for a ``RUN@lastN`` spec, or for a run directory that ships an ensemble
+    (:func:`shipped_ensemble`); else ``None``."""
+    path = Path(spec)
+    if path.is_dir() and not (path / "meta.json").is_file():
+        count = shipped_ensemble(path)
+        return (path, count) if count else None
+    run, _, tail = spec.rpartition("@")
+    match = ENSEMBLE_TAIL.fullmatch(tail)
+    if not run or match is None or Path(spec).exists():
+        return None
+    if not Path(run).is_dir():
+        raise CheckpointError(f"'{spec}': run directory '{run}' does not exist")
+    return Path(run), int(match.group(1))
+
+
 def _describe(path: Path, meta: dict[str, object]) -> str:
     run = path.parent.parent.name if path.parent.name in ("checkpoints",) else path.parent.name
     return f"{run}@{meta.get('global_step')}"
@@ -196,7 +304,11 @@ def _describe(path: Path, meta: dict[str, object]) -> str:
 def find_checkpoint(spec: str) -> Path:
     """A run dir (its best-rated milestone when ``best.json`` names one that verifies, else its newest good
     checkpoint), ``RUN@best``, ``RUN@latest`` (the newest good checkpoint), a checkpoint folder, or a
-    milestone folder. See :mod:`speedflip.selfplay.best`."""
+    milestone folder. See :mod:`speedflip.selfplay.best`. For ``RUN@lastN`` (an :class:`EnsemblePolicy`) the
+    newest of its members, whose stored config stands for all of them."""
+    ensemble = ensemble_spec(spec)
+    if ensemble is not None:
+        return last_milestones(*ensemble, spec)[-1]  # the newest member (its config and observation settings)
     run, _, tail = spec.rpartition("@")
     if tail in ("best", "latest") and run and not Path(spec).exists():
         if not Path(run).is_dir():
@@ -261,6 +373,14 @@ def resolve_policy(
         return RandomPolicy(num_actions, np.random.default_rng(seed))
     if spec == "idle":
         return idle_policy(table)
+    ensemble = ensemble_spec(spec)
+    if ensemble is not None:
+        run, count = ensemble
+        members = [
+            NeuralPolicy(p, obs_dim, deterministic=deterministic, seed=seed, table=None if own_table else table)
+            for p in last_milestones(run, count, spec)
+        ]
+        return EnsemblePolicy(members, f"{run.name}@last{count}", deterministic=deterministic, seed=seed)
     path = find_checkpoint(spec)
     if own_table:
         return NeuralPolicy(path, obs_dim, deterministic=deterministic, seed=seed)

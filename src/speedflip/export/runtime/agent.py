@@ -63,19 +63,31 @@ class SpeedflipAgent:
         self.pad_is_big = np.asarray(pads["big"], bool)
         tensors = read_safetensors(self.folder / WEIGHTS_FILE)
         self.normalize = bool(self.settings["normalize_obs"])
-        self.obs_rms = RunningMeanStd((self.obs_dim,))
-        self.obs_rms.load_state_dict(
-            {"mean": tensors["obs_rms.mean"], "var": tensors["obs_rms.var"], "count": tensors["obs_rms.count"]}
-        )
-        self.policy: NumpyPolicy | TorchPolicy
+        # an ensemble keeps every member's layers and normalizer under members.<j>. (oldest first)
+        count = int(self.settings.get("ensemble_members", 1))
+        groups = [tensors] if count == 1 else [
+            {k.removeprefix(f"members.{j}."): v for k, v in tensors.items() if k.startswith(f"members.{j}.")}
+            for j in range(count)
+        ]  # fmt: skip
         self.backend = self._pick_backend(backend)
-        self.policy = TorchPolicy(tensors) if self.backend == "torch" else NumpyPolicy(tensors)
-        numpy_view = NumpyPolicy(tensors)
-        if numpy_view.obs_dim != self.obs_dim or numpy_view.num_actions != len(self.table):
-            raise AgentSetupError(
-                f"weights take {numpy_view.obs_dim} inputs and give {numpy_view.num_actions} actions, but the "
-                f"settings say {self.obs_dim} and {len(self.table)}"
+        self.obs_rmss: list[RunningMeanStd] = []
+        self.policies: list[NumpyPolicy | TorchPolicy] = []
+        for group in groups:
+            if "obs_rms.mean" not in group:
+                raise AgentSetupError(f"{self.folder / WEIGHTS_FILE} lacks a member's weights ({count} expected)")
+            rms = RunningMeanStd((self.obs_dim,))
+            rms.load_state_dict(
+                {"mean": group["obs_rms.mean"], "var": group["obs_rms.var"], "count": group["obs_rms.count"]}
             )
+            self.obs_rmss.append(rms)
+            self.policies.append(TorchPolicy(group) if self.backend == "torch" else NumpyPolicy(group))
+            numpy_view = NumpyPolicy(group)
+            if numpy_view.obs_dim != self.obs_dim or numpy_view.num_actions != len(self.table):
+                raise AgentSetupError(
+                    f"weights take {numpy_view.obs_dim} inputs and give {numpy_view.num_actions} actions, but the "
+                    f"settings say {self.obs_dim} and {len(self.table)}"
+                )
+        self.obs_rms, self.policy = self.obs_rmss[-1], self.policies[-1]
         self._builder: DefaultObs | AdvancedObs | None = None
         self._sizes: tuple[int, int] | None = None
         self._timers: PadTimers | None = None
@@ -155,9 +167,25 @@ class SpeedflipAgent:
 
     # ------------------------------------------------------------------ policy
     def logits(self, obs: Array) -> Array:
-        """Policy outputs for raw observations ``[n, obs_dim]`` (normalized as in training)."""
-        x = self.obs_rms.normalize(obs) if self.normalize else np.asarray(obs, np.float32)
-        return self.policy.logits(x)
+        """Policy outputs for raw observations ``[n, obs_dim]`` (normalized as in training). For an ensemble the log
+        of the mean of its members' action probabilities (computed as speedflip's ``EnsemblePolicy`` does)."""
+        outs = [
+            policy.logits(rms.normalize(obs) if self.normalize else np.asarray(obs, np.float32))
+            for policy, rms in zip(self.policies, self.obs_rmss, strict=True)
+        ]
+        if len(outs) == 1:
+            return outs[0]
+        if self.backend == "torch":
+            import torch
+
+            probs = torch.stack([torch.softmax(torch.from_numpy(out), -1) for out in outs]).mean(0).numpy()
+        else:
+            stacked = np.stack(outs).astype(np.float64)
+            exp = np.exp(stacked - stacked.max(axis=-1, keepdims=True))
+            probs = (exp / exp.sum(axis=-1, keepdims=True)).mean(axis=0)
+        with np.errstate(divide="ignore"):
+            mean_log: Array = np.log(probs).astype(np.float32)
+        return mean_log
 
     def act(self, obs: Array) -> int:
         """The most likely action index for one raw observation; remembered as the previous controls."""
