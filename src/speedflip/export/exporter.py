@@ -219,7 +219,8 @@ def read_source(run: str) -> Source:
         for path in paths[:-1]:
             if verify_checkpoint(path).get("compat") != compat:
                 raise ExportError(f"{path} has another network or observation size than {checkpoint}: not one run")
-        members = tuple((path, *_read_networks(path)) for path in paths)
+        older = tuple((path, *_read_networks(path)) for path in paths[:-1])
+        members = (*older, (checkpoint, policy, obs_rms))  # the newest member is ``checkpoint``, read above
     return Source(
         checkpoint=checkpoint, meta=meta, config=config, policy=policy, obs_rms=obs_rms, obs_options=options,
         team_size=team or blue, blue_size=blue, orange_size=orange, obs_dim=int(compat["obs_dim"]),
