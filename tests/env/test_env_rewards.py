@@ -16,6 +16,7 @@ from speedflip.env.rewards import (
     align_ball_goal,
     face_ball,
     goal,
+    on_target_touch,
     touch,
     velocity_ball_to_goal,
     velocity_player_to_ball,
@@ -107,6 +108,32 @@ def test_aimed_touch_by_hand() -> None:
     np.testing.assert_allclose(aimed_touch(ctx), [[1.0, 0.0], [0.0, 0.7116071]], atol=1e-5)
     ctx.state.ball[:, :, L.BALL_VEL] = 0.0
     np.testing.assert_allclose(aimed_touch(ctx), [[0.5, 0.0], [0.0, 0.5]], atol=1e-6)
+
+
+def test_on_target_touch_by_hand() -> None:
+    """1 on a touch that leaves the ball heading between the opponent's posts, in a straight horizontal line.
+
+    Arena 0 of ``_one_v_one``: the ball flies straight at orange's goal: blue 1, orange (the ball flies at its
+    own goal, away from the one it attacks) 0. Arena 1: the ball moves along x only, towards neither goal: 0.
+    Then the ball at (0, 2120) in arena 0 reaches the goal line (y = 5120) after (5120 - 2120) / 3000 = 1 s, at
+    x = vx * 1 s: on target up to 892.755 - 91.25 = 801.505 uu (vx 800: 1; vx 803: 0, a near miss that
+    ``aimed_touch`` still pays (1 + 3000 / 3106) / 2 = 0.983). A cross from (-2000, 4000) moving (1500, 1000)
+    reaches the line after 1.12 s at x = -2000 + 1680 = -320: on target. Untouched cars get 0.
+    """
+    ctx = _one_v_one()
+    ctx.touched = np.ones((2, 2), bool)
+    np.testing.assert_array_equal(on_target_touch(ctx), [[1.0, 0.0], [0.0, 0.0]])
+    ctx.touched = np.array([[False, True], [True, True]])
+    np.testing.assert_array_equal(on_target_touch(ctx), [[0.0, 0.0], [0.0, 0.0]])
+    ctx.touched = np.ones((2, 2), bool)
+    for vx, expected in ((800.0, 1.0), (-800.0, 1.0), (803.0, 0.0), (-803.0, 0.0)):
+        _set_ball(ctx.state, 0, [0.0, 2120.0, Z], [vx, 3000.0, 0.0])
+        assert on_target_touch(ctx)[0, 0] == expected, vx
+    assert aimed_touch(ctx)[0, 0] == pytest.approx((1.0 + 3000.0 / np.hypot(803.0, 3000.0 - 0.0)) / 2.0, abs=0.01)
+    _set_ball(ctx.state, 0, [-2000.0, 4000.0, Z], [1500.0, 1000.0, 0.0])
+    np.testing.assert_array_equal(on_target_touch(ctx)[0], [1.0, 0.0])
+    _set_ball(ctx.state, 0, [-2000.0, 4000.0, Z], [1500.0, -1000.0, 0.0])  # away from the goal: 0
+    np.testing.assert_array_equal(on_target_touch(ctx)[0], [0.0, 0.0])
 
 
 def test_aimed_hit_by_hand() -> None:

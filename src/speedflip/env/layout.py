@@ -51,6 +51,7 @@ BACK_WALL_Y = 5120.0
 CEILING_Z = 2044.0
 CORNER_SUM = 8064.0  # the corner walls lie on |x| + |y| = 8064
 GOAL_HEIGHT = 642.775
+GOAL_POST_X = 892.755  # uu: the posts of both goals stand at |x| = 892.755
 GOAL_CENTER_Z = GOAL_HEIGHT / 2
 BALL_RADIUS = 91.25
 BALL_REST_Z = 93.15

@@ -175,6 +175,26 @@ def aimed_hit(ctx: RewardContext) -> Array:
     return _f32(aimed_touch(ctx) * strong_hit(ctx))
 
 
+GOAL_MOUTH_HALF_WIDTH = L.GOAL_POST_X - L.BALL_RADIUS  # uu: |x| of the ball's centre that passes inside the posts
+
+
+def on_target_touch(ctx: RewardContext) -> Array:
+    """On a touch: 1 when the ball leaves it on target, else 0. On target: the ball moves towards the opponent
+    goal and its horizontal velocity, continued in a straight line from where the ball is, crosses the goal line
+    (``y = 5120``) with the ball's centre at ``|x| <= 892.755 - 91.25`` (inside the posts).
+
+    ``aimed_touch`` pays a shot that misses the post by a car's width 0.99 of one straight at the goal's centre;
+    this pays it 0 (docs/learning.md, thirty-ninth session: the exported bots' draws against an idle car are
+    such near misses). Walls, bounces and the ball's height are ignored: a ball over the crossbar is on target."""
+    _, ball = ctx.own_view()
+    pos, vel = ball[..., L.BALL_POS], ball[..., L.BALL_VEL]
+    towards = vel[..., 1] > 1.0
+    seconds = (L.BACK_WALL_Y - pos[..., 1]) / np.where(towards, vel[..., 1], 1.0)
+    x_at_line = pos[..., 0] + vel[..., 0] * seconds
+    on_target = towards & (seconds >= 0.0) & (np.abs(x_at_line) <= GOAL_MOUTH_HALF_WIDTH)
+    return _f32(ctx.touched & on_target)
+
+
 def ball_velocity_to_own_goal(ctx: RewardContext) -> Array:
     """Ball speed towards the car's own goal, 0..1 of top speed (use a negative weight)."""
     _, ball = ctx.own_view()
@@ -258,6 +278,7 @@ REWARD_COMPONENTS: dict[str, RewardFn] = {
     "basic_shot": basic_shot,
     "aimed_touch": aimed_touch,
     "aimed_hit": aimed_hit,
+    "on_target_touch": on_target_touch,
     "velocity_player_to_ball": velocity_player_to_ball,
     "velocity_ball_to_goal": velocity_ball_to_goal,
     "ball_velocity_to_own_goal": ball_velocity_to_own_goal,

@@ -51,7 +51,7 @@ KICKOFF_SPOTS = np.array(rsim.RLConst.CAR_SPAWN_LOCATIONS_SOCCAR, np.float64)  #
 WALL_CAR_Z = (500.0, 1500.0)  # the flat part of the side walls, above the ramp and below the ceiling curve
 WALL_MAX_ABS_Y = 2800.0  # ... and away from the corner walls
 OTHER_CARS_MIN_DISTANCE = 1200.0  # uu (horizontal) between a setup's main car/ball and the waiting cars
-GOAL_POST_X = 892.755  # uu: the posts of both goals stand at |x| = 892.755
+GOAL_POST_X = L.GOAL_POST_X
 GOAL_LINE_KEEPER_Y = 4900.0  # uu from midfield: a car standing in front of its goal line (|y| 5120), in the mouth
 
 
