@@ -14,7 +14,10 @@ of the field, seen from A (A attacks +y; the games A plays on orange are turned 
 - ``near_a`` / ``near_b``: the ball's centre within ``NEAR_CAR`` uu of A's / B's car (the ball held, or pinned
   against the opponent);
 
-with the steps per game, A's touches per game and A's shots per game. A bot that touches the ball a dozen times
+with the steps per game, A's touches per game and A's shots per game, and A's aim: its touches per game that leave
+the ball heading between the posts (``on_target``: the ball's horizontal path, continued in a straight line, crosses
+the attacked goal line inside them; ``speedflip.env.rewards.goal_line_x``) and those that leave it heading within
+``NEAR_MISS`` uu outside them (``near_miss``). A bot that touches the ball a dozen times
 in a game against the idle car without a shot (the thirty-third session) leaves the ball somewhere: this says
 where.
 
@@ -33,11 +36,13 @@ import numpy as np
 from match_setup import match_parser, open_match, write_report
 
 from speedflip.env import layout as L
+from speedflip.env.rewards import GOAL_MOUTH_HALF_WIDTH, goal_line_x
 from speedflip.selfplay.match import GameResult, play_match, summarize
 
 WALL_MARGIN = 500.0  # uu from a side wall
 AIR_HEIGHT = 300.0  # uu, the ball's centre (it rests at 93)
 NEAR_CAR = 300.0  # uu, the ball's centre to a car's centre
+NEAR_MISS = 500.0  # uu outside the posts where a touch sends the ball: a near miss
 GOAL_HALF_WIDTH = 892.755  # uu, the goal's posts at |x| = 892.755
 BACK_ZONE = 1000.0  # uu before the attacked back wall: the goal mouth (between the posts) or beside the goal
 THIRD = 2.0 * L.BACK_WALL_Y / 3.0  # uu, one third of the field's length
@@ -56,6 +61,8 @@ class ZoneShares:
     steps_per_game: float
     touches_a_per_game: float
     shots_a_per_game: float
+    on_target_a_per_game: float
+    near_miss_a_per_game: float
     own_third: float
     middle_third: float
     attack_third: float
@@ -96,11 +103,27 @@ def to_a_frame(pos: np.ndarray, a_is_blue: np.ndarray) -> np.ndarray:
     return out
 
 
+def aim_masks(ball_pos: np.ndarray, ball_vel: np.ndarray, touched: np.ndarray) -> dict[str, np.ndarray]:
+    """``on_target`` / ``near_miss`` masks of A's touches (``touched``), the ball after them in A's frame."""
+    with np.errstate(invalid="ignore"):
+        miss = np.abs(goal_line_x(ball_pos, ball_vel)) - GOAL_MOUTH_HALF_WIDTH  # nan: not towards the goal line
+        return {"on_target": touched & (miss <= 0.0), "near_miss": touched & (miss > 0.0) & (miss <= NEAR_MISS)}
+
+
 def group_shares(
-    group: str, games: list[GameResult], masks: dict[str, np.ndarray], columns: np.ndarray, steps: int
+    group: str,
+    games: list[GameResult],
+    masks: dict[str, np.ndarray],
+    columns: np.ndarray,
+    steps: int,
+    aim: dict[str, np.ndarray] | None = None,
 ) -> ZoneShares:
-    """The zone shares over the games whose arenas are ``columns`` (masks ``[T, K]``)."""
+    """The zone shares over the games whose arenas are ``columns`` (masks ``[T, K]``), with A's aimed touches
+    per game from ``aim`` (:func:`aim_masks`; none given: 0)."""
     n = len(games)
+
+    def per_game(name: str) -> float:
+        return float(aim[name][:, columns].sum()) / n if n and aim is not None else 0.0
 
     def share(name: str) -> float:
         return float(masks[name][:, columns].mean()) if n else 0.0
@@ -111,6 +134,8 @@ def group_shares(
         steps_per_game=float(steps),
         touches_a_per_game=sum(g.touches_a for g in games) / n if n else 0.0,
         shots_a_per_game=sum(g.shots_a for g in games) / n if n else 0.0,
+        on_target_a_per_game=per_game("on_target"),
+        near_miss_a_per_game=per_game("near_miss"),
         **{name: share(name) for name in ZONES},
     )
 
@@ -123,10 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     env, policy_a, policy_b, mode = match.env, match.policy_a, match.policy_b, match.mode
     ball_log: list[np.ndarray] = []
     car_log: list[np.ndarray] = []
+    vel_log: list[np.ndarray] = []
+    hit_log: list[np.ndarray] = []
 
     def record(cars_before: np.ndarray, ended: np.ndarray) -> None:
         ball_log.append(env.state.ball[:, 0, L.BALL_POS].copy())
         car_log.append(env.state.cars[:, :, 0, L.CAR_POS].copy())
+        vel_log.append(env.state.ball[:, 0, L.BALL_VEL].copy())
+        hit_log.append(env.state.cars[:, :, 0, L.CAR_HIT_LAST_STEP] > 0)
 
     try:
         results = play_match(env, policy_a, policy_b, args.game_seconds, on_step=record)
@@ -143,11 +172,16 @@ def main(argv: list[str] | None = None) -> int:
         to_a_frame(cars[:, arenas, a_car], a_is_blue),
         to_a_frame(cars[:, arenas, b_car], a_is_blue),
     )
+    aim = aim_masks(
+        to_a_frame(ball, a_is_blue), to_a_frame(np.stack(vel_log), a_is_blue), np.stack(hit_log)[:, arenas, a_car]
+    )
     won = np.array([r.goals_a > r.goals_b for r in results])
     groups = [
-        group_shares("won", [r for r in results if r.goals_a > r.goals_b], masks, np.flatnonzero(won), len(ball_log)),
         group_shares(
-            "not won", [r for r in results if r.goals_a <= r.goals_b], masks, np.flatnonzero(~won), len(ball_log)
+            "won", [r for r in results if r.goals_a > r.goals_b], masks, np.flatnonzero(won), len(ball_log), aim
+        ),
+        group_shares(
+            "not won", [r for r in results if r.goals_a <= r.goals_b], masks, np.flatnonzero(~won), len(ball_log), aim
         ),
     ]
     print(
@@ -155,10 +189,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{summary.wins} / {summary.draws} / {summary.losses} ({summary.goals_a}:{summary.goals_b}); "
         "share of steps with the ball in each zone, seen from A"
     )
-    header = "".join(f"{name:>14}" for name in ("games", "touches", "shots", *ZONES))
+    header = "".join(f"{name:>14}" for name in ("games", "touches", "shots", "on_target", "near_miss", *ZONES))
     print(f"{'group':<9}{header}")
     for g in groups:
-        values = [g.games, g.touches_a_per_game, g.shots_a_per_game, *(getattr(g, name) for name in ZONES)]
+        values = [
+            g.games, g.touches_a_per_game, g.shots_a_per_game, g.on_target_a_per_game, g.near_miss_a_per_game,
+            *(getattr(g, name) for name in ZONES),
+        ]  # fmt: skip
         print(f"{g.group:<9}" + "".join(f"{v:>14.2f}" if isinstance(v, float) else f"{v:>14}" for v in values))
     write_report(args, match, summary, {"groups": [asdict(g) for g in groups]})
     return 0

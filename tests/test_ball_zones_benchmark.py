@@ -51,6 +51,20 @@ def test_goal_mouth_and_beside_goal(ball_zones: ModuleType) -> None:
     assert m["attack_third"].all()
 
 
+def test_aim_masks_by_hand(ball_zones: ModuleType) -> None:
+    """From (0, 2120) the ball reaches the goal line (y 5120) after 1 s at x = vx: inside the posts up to
+    892.755 - 91.25 = 801.505 uu, a near miss up to 500 uu beyond; a ball moving away, or not touched, is neither."""
+    pos = np.tile([0.0, 2120.0, 93.0], (6, 1))
+    vel = np.array(
+        [[800.0, 3000.0, 0.0], [-1000.0, 3000.0, 0.0], [1301.0, 3000.0, 0.0], [1302.0, 3000.0, 0.0],
+         [0.0, -3000.0, 0.0], [0.0, 3000.0, 0.0]]
+    )  # fmt: skip
+    touched = np.array([True, True, True, True, True, False])
+    m = ball_zones.aim_masks(pos, vel, touched)
+    assert m["on_target"].tolist() == [True, False, False, False, False, False]
+    assert m["near_miss"].tolist() == [False, True, True, False, False, False]
+
+
 def test_orange_games_are_turned(ball_zones: ModuleType) -> None:
     pos = np.array([[[100.0, -4000.0, 93.0], [100.0, -4000.0, 93.0]]])  # [T=1, K=2, 3]
     turned = ball_zones.to_a_frame(pos, np.array([True, False]))
@@ -70,6 +84,8 @@ def test_rule_bot_against_idle(ball_zones: ModuleType, tmp_path: Path) -> None:
     assert played["middle_third"] > 0.5
     assert played["own_third"] + played["middle_third"] + played["attack_third"] == pytest.approx(1.0)
     assert played["steps_per_game"] == pytest.approx(3 * 120 / 8, abs=1)
+    assert 0.0 <= played["on_target_a_per_game"] <= played["touches_a_per_game"]
+    assert 0.0 <= played["near_miss_a_per_game"] <= played["touches_a_per_game"]
 
 
 def test_a_missing_run_is_one_line(ball_zones: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -178,20 +178,27 @@ def aimed_hit(ctx: RewardContext) -> Array:
 GOAL_MOUTH_HALF_WIDTH = L.GOAL_POST_X - L.BALL_RADIUS  # uu: |x| of the ball's centre that passes inside the posts
 
 
+def goal_line_x(pos: Array, vel: Array) -> Array:
+    """Where a ball at ``pos`` moving at ``vel`` (``[..., 3]``, its own team's view: the opponent goal at +y) would
+    cross the opponent goal line ``y = 5120`` going on in a straight horizontal line: its ``x`` there, ``nan`` when
+    it does not move towards that line. (Walls, bounces and height are ignored.)"""
+    towards = vel[..., 1] > 1.0
+    seconds = (L.BACK_WALL_Y - pos[..., 1]) / np.where(towards, vel[..., 1], 1.0)
+    x: Array = np.where(towards & (seconds >= 0.0), pos[..., 0] + vel[..., 0] * seconds, np.nan)
+    return x
+
+
 def on_target_touch(ctx: RewardContext) -> Array:
     """On a touch: 1 when the ball leaves it on target, else 0. On target: the ball moves towards the opponent
     goal and its horizontal velocity, continued in a straight line from where the ball is, crosses the goal line
-    (``y = 5120``) with the ball's centre at ``|x| <= 892.755 - 91.25`` (inside the posts).
+    (``y = 5120``) with the ball's centre at ``|x| <= 892.755 - 91.25`` (inside the posts; :func:`goal_line_x`).
 
-    ``aimed_touch`` pays a shot that misses the post by a car's width 0.99 of one straight at the goal's centre;
+    ``aimed_touch`` pays a shot that misses the post by a car's width 0.98 of one straight at the goal's centre;
     this pays it 0 (docs/learning.md, thirty-ninth session: the exported bots' draws against an idle car are
     such near misses). Walls, bounces and the ball's height are ignored: a ball over the crossbar is on target."""
     _, ball = ctx.own_view()
-    pos, vel = ball[..., L.BALL_POS], ball[..., L.BALL_VEL]
-    towards = vel[..., 1] > 1.0
-    seconds = (L.BACK_WALL_Y - pos[..., 1]) / np.where(towards, vel[..., 1], 1.0)
-    x_at_line = pos[..., 0] + vel[..., 0] * seconds
-    on_target = towards & (seconds >= 0.0) & (np.abs(x_at_line) <= GOAL_MOUTH_HALF_WIDTH)
+    with np.errstate(invalid="ignore"):
+        on_target = np.abs(goal_line_x(ball[..., L.BALL_POS], ball[..., L.BALL_VEL])) <= GOAL_MOUTH_HALF_WIDTH
     return _f32(ctx.touched & on_target)
 
 
