@@ -43,7 +43,7 @@ WALL_MARGIN = 500.0  # uu from a side wall
 AIR_HEIGHT = 300.0  # uu, the ball's centre (it rests at 93)
 NEAR_CAR = 300.0  # uu, the ball's centre to a car's centre
 NEAR_MISS = 500.0  # uu outside the posts where a touch sends the ball: a near miss
-GOAL_HALF_WIDTH = 892.755  # uu, the goal's posts at |x| = 892.755
+GOAL_HALF_WIDTH = L.GOAL_POST_X  # uu, the goal's posts at |x| = 892.755
 BACK_ZONE = 1000.0  # uu before the attacked back wall: the goal mouth (between the posts) or beside the goal
 THIRD = 2.0 * L.BACK_WALL_Y / 3.0  # uu, one third of the field's length
 ZONES = (
