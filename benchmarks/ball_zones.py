@@ -43,7 +43,6 @@ WALL_MARGIN = 500.0  # uu from a side wall
 AIR_HEIGHT = 300.0  # uu, the ball's centre (it rests at 93)
 NEAR_CAR = 300.0  # uu, the ball's centre to a car's centre
 NEAR_MISS = 500.0  # uu outside the posts where a touch sends the ball: a near miss
-GOAL_HALF_WIDTH = L.GOAL_POST_X  # uu, the goal's posts at |x| = 892.755
 BACK_ZONE = 1000.0  # uu before the attacked back wall: the goal mouth (between the posts) or beside the goal
 THIRD = 2.0 * L.BACK_WALL_Y / 3.0  # uu, one third of the field's length
 ZONES = (
@@ -86,8 +85,8 @@ def zone_masks(ball: np.ndarray, car_a: np.ndarray, car_b: np.ndarray) -> dict[s
         "attack_third": y > L.BACK_WALL_Y - THIRD,
         "side_wall": wall,
         "attack_corner": wall & (y > L.BACK_WALL_Y - THIRD),
-        "goal_mouth": back & (np.abs(x) <= GOAL_HALF_WIDTH),
-        "beside_goal": back & (np.abs(x) > GOAL_HALF_WIDTH),
+        "goal_mouth": back & (np.abs(x) <= L.GOAL_POST_X),
+        "beside_goal": back & (np.abs(x) > L.GOAL_POST_X),
         "air": z > AIR_HEIGHT,
         "near_a": np.linalg.norm(ball - car_a, axis=-1) < NEAR_CAR,
         "near_b": np.linalg.norm(ball - car_b, axis=-1) < NEAR_CAR,
