@@ -158,9 +158,6 @@ def main(argv: list[str] | None = None) -> int:
     weights = {name: float(w) for name, w in trained.items() if name != "goal" and w}
     recorder = DecisionRecorder(policy_a)
     K, C = env.num_arenas, env.num_cars
-    a_is_blue = np.arange(K) < int(np.ceil(K / 2))  # play_match's sides
-    a_car = np.where(a_is_blue, np.flatnonzero(env.car_teams == L.BLUE)[0], np.flatnonzero(env.car_teams != L.BLUE)[0])
-    arenas = np.arange(K)
     reward_log: dict[str, list[Array]] = {name: [] for name in weights}
     counted_log: list[Array] = []
 
@@ -169,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         touched = state.cars[:, :, 0, L.CAR_HIT_LAST_STEP] > 0.5
         ctx = RewardContext(state, env.car_teams, touched, np.full(K, -1), recorder.state_before)
         for name, weight in weights.items():
-            reward_log[name].append(weight * REWARD_COMPONENTS[name](ctx)[arenas, a_car])
+            reward_log[name].append(weight * REWARD_COMPONENTS[name](ctx))  # [K, C]; A's car picked after the match
         counted_log.append(~ended)
 
     try:
@@ -178,13 +175,16 @@ def main(argv: list[str] | None = None) -> int:
         env.close()
     summary = summarize(results)
     T = len(counted_log)
+    a_is_blue = np.array([r.a_is_blue for r in results])  # the sides play_match gave A, as ball_zones.py reads them
+    a_car = np.where(a_is_blue, np.flatnonzero(env.car_teams == L.BLUE)[0], np.flatnonzero(env.car_teams != L.BLUE)[0])
+    arenas = np.arange(K)
 
     def a_rows(per_row: list[Array]) -> Array:
         return np.stack(per_row).reshape(T, K, C)[:, arenas, a_car]  # [T, K]
 
     zone = decision_zone(to_a_frame(np.stack(recorder.ball), a_is_blue))
     off, p_max, ent = a_rows(recorder.off_argmax), a_rows(recorder.p_argmax), a_rows(recorder.entropy)
-    rewards = {name: np.stack(v) for name, v in reward_log.items()}
+    rewards = {name: np.stack(v)[:, arenas, a_car] for name, v in reward_log.items()}
     counted = np.stack(counted_log)
     won = np.array([r.goals_a > r.goals_b for r in results])
     step_seconds = env.cfg.tick_skip / L.TICK_RATE
