@@ -102,6 +102,12 @@ def to_a_frame(pos: np.ndarray, a_is_blue: np.ndarray) -> np.ndarray:
     return out
 
 
+def a_and_b_cars(car_teams: np.ndarray, a_is_blue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The car index of A and of B in each arena (1v1), from the side play_match gave A there (``[K]`` bools)."""
+    blue, orange = np.flatnonzero(car_teams == L.BLUE)[0], np.flatnonzero(car_teams != L.BLUE)[0]
+    return np.where(a_is_blue, blue, orange), np.where(a_is_blue, orange, blue)
+
+
 def aim_masks(ball_pos: np.ndarray, ball_vel: np.ndarray, touched: np.ndarray) -> dict[str, np.ndarray]:
     """``on_target`` / ``near_miss`` masks of A's touches (``touched``), the ball after them in A's frame."""
     with np.errstate(invalid="ignore"):
@@ -162,8 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         env.close()
     summary = summarize(results)
     a_is_blue = np.array([r.a_is_blue for r in results])
-    a_car = np.where(a_is_blue, np.flatnonzero(env.car_teams == L.BLUE)[0], np.flatnonzero(env.car_teams != L.BLUE)[0])
-    b_car = np.where(a_is_blue, np.flatnonzero(env.car_teams != L.BLUE)[0], np.flatnonzero(env.car_teams == L.BLUE)[0])
+    a_car, b_car = a_and_b_cars(env.car_teams, a_is_blue)
     ball, cars = np.stack(ball_log), np.stack(car_log)  # [T, K, 3], [T, K, C, 3]
     arenas = np.arange(env.num_arenas)
     masks = zone_masks(

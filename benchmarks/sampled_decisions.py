@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
-from ball_zones import BACK_ZONE, THIRD, to_a_frame
+from ball_zones import BACK_ZONE, THIRD, a_and_b_cars, to_a_frame
 from match_setup import match_parser, open_match, write_report
 
 from speedflip._types import Array
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(results)
     T = len(counted_log)
     a_is_blue = np.array([r.a_is_blue for r in results])  # the sides play_match gave A, as ball_zones.py reads them
-    a_car = np.where(a_is_blue, np.flatnonzero(env.car_teams == L.BLUE)[0], np.flatnonzero(env.car_teams != L.BLUE)[0])
+    a_car, _ = a_and_b_cars(env.car_teams, a_is_blue)
     arenas = np.arange(K)
 
     def a_rows(per_row: list[Array]) -> Array:
