@@ -4,8 +4,9 @@ RocketSim builds an arena in one of two memory modes: HEAVY (its default: larger
 grid of half the cell size) and LIGHT (what :class:`speedflip.env.arenas.Arenas` uses: about a third of the memory).
 This script measures, for the docs (docs/performance.md, forty-fourth session):
 
-1. whether the two modes play the same game: ``--games`` kickoffs, each played 60 s (450 decisions of 8 ticks) with
-   the same seeded random controls in a LIGHT and a HEAVY arena, compared on RocketSim's exported state;
+1. whether the two modes play the same game: ``--games`` kickoffs, the ball sent off its spot towards blue's car,
+   each played 60 s (450 decisions of 8 ticks) with the same seeded random controls in a LIGHT and a HEAVY arena,
+   compared on RocketSim's exported state;
 2. physics speed with cars driving: ``--arenas`` 1v1 arenas per mode, one thread, each round 150 decisions of 8 ticks
    per arena with random controls (a kickoff every 150 decisions), the modes alternated round by round. The first
    round of each mode is reported apart (``first_round``): a new HEAVY arena is slow on first use.
@@ -54,6 +55,11 @@ def same_games(games: int, decisions: int = 450) -> dict[str, float]:
     for seed in range(games):
         light, heavy = _arena(MODES["LIGHT"], seed), _arena(MODES["HEAVY"], seed)
         rng = np.random.default_rng(seed)
+        ball_velocity = rsim.Vec(float(rng.uniform(-1500.0, 1500.0)), -2500.0, 800.0)  # towards blue: contacts
+        for arena in (light, heavy):
+            ball = arena.ball.get_state()
+            ball.vel = ball_velocity
+            arena.ball.set_state(ball)
         for _ in range(decisions):
             controls = [_random_controls(rng) for _ in range(2)]
             for arena in (light, heavy):
