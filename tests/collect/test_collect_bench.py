@@ -10,6 +10,7 @@ from rich.console import Console
 
 from speedflip.bench import BenchOptions, Stopwatch, instrument, print_report, run_bench, write_json
 from speedflip.cli import main
+from speedflip.config import load_preset
 
 
 class Counter:
@@ -62,10 +63,14 @@ def test_tiny_bench_measures_everything(tmp_path: Path) -> None:
     assert "physics limit" in console.export_text()
     path = write_json(results, tmp_path / "out" / "bench.json")
     assert json.loads(path.read_text())["config"]["num_arenas"] == 2
-    # the 1v1 preset plays half its arenas against the rule bot: worker processes drive it too (the state in
-    # shared memory), so their figures are measured as configured
+    # the 1v1 preset plays the rule bot and the idle car in its pool arenas: worker processes drive them too (the
+    # state in shared memory), so their figures are measured as configured
     assert results["kickstart_note"] is None
-    assert results["config"]["resolved"]["selfplay"]["opponent_share"] == 0.5  # training as configured
+    preset = load_preset("1v1")["selfplay"]
+    resolved = results["config"]["resolved"]["selfplay"]
+    assert preset["opponent_share"] > 0 and preset["idle_share"] > 0
+    for key in ("opponent_share", "rule_share", "idle_share"):
+        assert resolved[key] == preset[key], key  # training as configured
 
 
 @pytest.mark.timeout(120)
