@@ -49,27 +49,27 @@ def _arena(mode: rsim.MemoryWeightMode, kickoff_seed: int) -> rsim.Arena:
     return arena
 
 
+def final_state(mode: rsim.MemoryWeightMode, seed: int, decisions: int = 450) -> list[np.ndarray]:
+    """Kickoff ``seed`` in ``mode``, the ball sent off its spot towards blue's car, played ``decisions`` decisions of
+    TICK_SKIP ticks with random controls drawn from ``seed``; the pads, ball and cars as RocketSim exports them."""
+    arena = _arena(mode, seed)
+    rng = np.random.default_rng(seed)
+    ball = arena.ball.get_state()
+    ball.vel = rsim.Vec(float(rng.uniform(-1500.0, 1500.0)), -2500.0, 800.0)  # towards blue: contacts
+    arena.ball.set_state(ball)
+    for _ in range(decisions):
+        for car in arena.get_cars():
+            car.set_controls(_random_controls(rng))
+        arena.step(TICK_SKIP)
+    return [np.asarray(part, np.float64) for part in arena.get_gym_state()[1:]]
+
+
 def same_games(games: int, decisions: int = 450) -> dict[str, float]:
     """Play ``games`` kickoffs in both modes with the same controls; the largest state difference at the end."""
     identical, worst = 0, 0.0
     for seed in range(games):
-        light, heavy = _arena(MODES["LIGHT"], seed), _arena(MODES["HEAVY"], seed)
-        rng = np.random.default_rng(seed)
-        ball_velocity = rsim.Vec(float(rng.uniform(-1500.0, 1500.0)), -2500.0, 800.0)  # towards blue: contacts
-        for arena in (light, heavy):
-            ball = arena.ball.get_state()
-            ball.vel = ball_velocity
-            arena.ball.set_state(ball)
-        for _ in range(decisions):
-            controls = [_random_controls(rng) for _ in range(2)]
-            for arena in (light, heavy):
-                for car, control in zip(arena.get_cars(), controls, strict=True):
-                    car.set_controls(control)
-                arena.step(TICK_SKIP)
-        diff = max(
-            float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
-            for a, b in zip(light.get_gym_state()[1:], heavy.get_gym_state()[1:], strict=True)
-        )
+        light, heavy = (final_state(MODES[name], seed, decisions) for name in ("LIGHT", "HEAVY"))
+        diff = max(float(np.max(np.abs(a - b))) for a, b in zip(light, heavy, strict=True))
         identical += diff == 0.0
         worst = max(worst, diff)
     return {"games": games, "identical": identical, "worst_abs_difference": worst}

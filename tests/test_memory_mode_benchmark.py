@@ -24,15 +24,9 @@ def test_the_two_modes_play_the_same_game(memory_mode: ModuleType) -> None:
 
 
 def test_the_games_differ_between_seeds(memory_mode: ModuleType) -> None:
-    """The comparison can fail: two different kickoffs with different controls end in different states."""
-    a, b = memory_mode._arena(memory_mode.MODES["LIGHT"], 0), memory_mode._arena(memory_mode.MODES["HEAVY"], 1)
-    rng_a, rng_b = np.random.default_rng(0), np.random.default_rng(1)
-    for _ in range(30):
-        for arena, rng in ((a, rng_a), (b, rng_b)):
-            for car in arena.get_cars():
-                car.set_controls(memory_mode._random_controls(rng))
-            arena.step(memory_mode.TICK_SKIP)
-    assert (a.get_gym_state()[3] != b.get_gym_state()[3]).any()
+    """The comparison can fail: in one mode, two kickoffs with their own controls end in different states."""
+    first, second = (memory_mode.final_state(memory_mode.MODES["LIGHT"], seed, decisions=30) for seed in (0, 1))
+    assert any((a != b).any() for a, b in zip(first, second, strict=True))
 
 
 def test_speed_reports_every_round_of_both_modes(memory_mode: ModuleType) -> None:
@@ -40,4 +34,4 @@ def test_speed_reports_every_round_of_both_modes(memory_mode: ModuleType) -> Non
     assert set(result) == {"LIGHT", "HEAVY"}
     for row in result.values():
         assert len(row["rounds"]) == 2 and row["first_round"] > 0
-        assert row["median"] == sorted(row["rounds"])[0] + (sorted(row["rounds"])[1] - sorted(row["rounds"])[0]) / 2
+        assert row["median"] == float(np.mean(row["rounds"]))  # the median of two rounds is their mean
