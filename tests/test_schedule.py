@@ -116,6 +116,17 @@ def test_entropy_constant_or_decayed() -> None:
     assert ent_coef(over_budget, 500) == pytest.approx(0.005)
 
 
+def test_negative_final_entropy_coefficient_crosses_zero_then_prices_entropy() -> None:
+    # 0.01 -> -0.02 over 1,500 steps: the line crosses 0 at 0.01 / 0.03 of it = 500 steps
+    cfg = build_config({"ppo": {"ent_coef": 0.01, "ent_coef_final": -0.02, "ent_coef_decay_steps": 1_500}})
+    assert ent_coef(cfg, 0) == pytest.approx(0.01)
+    assert ent_coef(cfg, 500) == pytest.approx(0.0, abs=1e-12)
+    assert ent_coef(cfg, 1_000) == pytest.approx(-0.01)  # 0.01 - 0.03 * 1000/1500
+    assert ent_coef(cfg, 9_000) == pytest.approx(-0.02)
+    with pytest.raises(ConfigError, match="ent_coef_final"):
+        build_config({"ppo": {"ent_coef_final": -2.0}})
+
+
 def test_kickstart_weight_decays_linearly_to_zero() -> None:
     assert kickstart_coef(build_config({}), 0) == 0.0  # off by default
     assert kickstart_coef(build_config({"ppo": {"kickstart_coef": 0.7}}), 10**9) == 0.7  # no kickstart_steps: constant

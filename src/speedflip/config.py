@@ -287,7 +287,11 @@ class PPOConfig(_Strict):
     clip_vloss: bool = False
     ent_coef: float = Field(0.01, ge=0)
     ent_coef_final: float | None = Field(
-        None, ge=0, description="decay the entropy bonus linearly from ent_coef to this (None = constant)"
+        None,
+        ge=-1,
+        description="decay the entropy bonus linearly from ent_coef to this (None = constant); below 0 the "
+        "bonus becomes a price on entropy past the point where the line crosses 0: a sharper policy, so that the "
+        "bot played by sampling plays closer to its argmax",
     )
     ent_coef_decay_steps: int | None = Field(
         None,

@@ -97,7 +97,8 @@ def ent_coef(cfg: Config, global_step: int, train_seconds: float = 0.0) -> float
     """The entropy bonus for the next update: ``ppo.ent_coef``, or with ``ppo.ent_coef_final`` set, a linear
     decay from ``ent_coef`` to it ending at ``ppo.ent_coef_decay_steps`` agent steps or at
     ``ppo.ent_coef_decay_fraction`` of the run, whichever comes first (:func:`fade_progress`), then constant;
-    with neither, over the whole run (:func:`run_progress`)."""
+    with neither, over the whole run (:func:`run_progress`). A negative ``ent_coef_final`` makes the line cross
+    0 (at ``ent_coef / (ent_coef - ent_coef_final)`` of the decay) and then price entropy."""
     ppo = cfg.ppo
     if ppo.ent_coef_final is None:
         return ppo.ent_coef

@@ -200,3 +200,21 @@ def test_release_kl_adds_the_kl_from_the_released_policy() -> None:
         batch.anchor_logits = model.policy(batch.obs).float()  # the released policy is the policy itself
     _, same = ppo_losses(model, batch, idx, PPOConfig(release_kl_coef=0.4))
     assert float(same["release_kl"]) == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("ent_coef", [0.05, -0.05])
+def test_entropy_coefficient_sign_sets_which_way_a_step_moves_the_entropy(ent_coef: float) -> None:
+    """With zero advantages and no value term the loss is -ent_coef * entropy: a bonus (> 0) makes a
+    gradient step widen the policy, a price (< 0, a negative ``ppo.ent_coef_final``) sharpens it."""
+    model, batch = _model_and_batch()
+    batch.advantages.zero_()
+    cfg = PPOConfig(vf_coef=0.0, norm_adv=False).model_copy(update={"ent_coef": ent_coef})
+    idx = torch.arange(ROWS)
+    before = float(ppo_losses(model, batch, idx, cfg)[1]["entropy"])
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss, _ = ppo_losses(model, batch, idx, cfg)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    after = float(ppo_losses(model, batch, idx, cfg)[1]["entropy"])
+    assert (after - before) * ent_coef > 0, (before, after)
