@@ -41,6 +41,13 @@ def _random_controls(rng: np.random.Generator) -> rsim.CarControls:
     )
 
 
+def _decide(arena: rsim.Arena, rng: np.random.Generator) -> None:
+    """One decision: seeded random controls for every car, then TICK_SKIP ticks."""
+    for car in arena.get_cars():
+        car.set_controls(_random_controls(rng))
+    arena.step(TICK_SKIP)
+
+
 def _arena(mode: rsim.MemoryWeightMode, kickoff_seed: int) -> rsim.Arena:
     arena = rsim.Arena(rsim.GameMode.SOCCAR, memory_weight_mode=mode, tick_rate=120)
     arena.add_car(rsim.Team.BLUE)
@@ -58,9 +65,7 @@ def final_state(mode: rsim.MemoryWeightMode, seed: int, decisions: int = 450) ->
     ball.vel = rsim.Vec(float(rng.uniform(-1500.0, 1500.0)), -2500.0, 800.0)  # towards blue: contacts
     arena.ball.set_state(ball)
     for _ in range(decisions):
-        for car in arena.get_cars():
-            car.set_controls(_random_controls(rng))
-        arena.step(TICK_SKIP)
+        _decide(arena, rng)
     return [np.asarray(part, np.float64) for part in arena.get_gym_state()[1:]]
 
 
@@ -80,9 +85,7 @@ def _round(arenas: list[rsim.Arena], rng: np.random.Generator) -> float:
     start = time.perf_counter()
     for step in range(ROUND_DECISIONS):
         for arena in arenas:
-            for car in arena.get_cars():
-                car.set_controls(_random_controls(rng))
-            arena.step(TICK_SKIP)
+            _decide(arena, rng)
             if step == ROUND_DECISIONS - 1:
                 arena.reset_kickoff(int(rng.integers(1_000_000)))
     return len(arenas) * ROUND_DECISIONS * TICK_SKIP / (time.perf_counter() - start)
