@@ -15,11 +15,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 from pathlib import Path
+from statistics import correlation as pearson  # Pearson's r (Python >= 3.10)
 from typing import Any
+
+from learner_score import read_scores  # beside this script: the learner's training games against one opponent
 
 MODE_SAMPLED = "stochastic"  # skill_curve.json's key for sampled play
 WINDOWS_STEPS: tuple[tuple[str, float, float], ...] = (("4-8M", 4e6, 8e6), ("8-10M", 8e6, 10e6))
@@ -44,14 +46,6 @@ def window_mean(games: list[tuple[int, float]], low_steps: float, high_steps: fl
     return statistics.mean(scores) if scores else float("nan")
 
 
-def pearson(xs: list[float], ys: list[float]) -> float:
-    """Pearson correlation of two equally long lists."""
-    mean_x, mean_y = statistics.mean(xs), statistics.mean(ys)
-    covariance = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
-    spread = (sum((x - mean_x) ** 2 for x in xs) * sum((y - mean_y) ** 2 for y in ys)) ** 0.5
-    return float(covariance / spread)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="skill_curve.py output directories")
@@ -68,12 +62,7 @@ def main() -> None:
         if score is None:
             continue
         last_steps = float(skill_curve["seeds"][0]["snapshots"][-1]["agent_steps"])
-        with games_files[0].open(newline="") as handle:
-            games = [
-                (int(row["step"]), float(row["score_a"]))
-                for row in csv.DictReader(handle)
-                if row["player_a"] == "learner" and row["player_b"] == "rule"
-            ]
+        games = [(step, score) for step, score, _ in read_scores(games_files[0], "rule")]
         row: dict[str, float | str] = {"run": run.name}
         for name, low, high in WINDOWS_STEPS:
             row[name] = window_mean(games, low, high)

@@ -16,7 +16,8 @@ from benchmark_modules import BENCHMARKS, load_benchmark
 
 
 @pytest.fixture
-def module() -> ModuleType:
+def module(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # it imports learner_score beside it
     return load_benchmark("training_vs_shipped")
 
 
