@@ -44,7 +44,8 @@ def test_sigterm_saves_and_double_sigint_exits_at_once(tmp_path: Path) -> None:
     code = second.wait(timeout=30)
     waited = time.monotonic() - sent
     assert code == 130, second.output
-    assert waited < 3.0, f"the second signal took {waited:.1f} s to end the process"
+    # below the 5-s slowed save it would otherwise wait for (3 s was too tight on a loaded 2-core machine: 3.5 s)
+    assert waited < 4.5, f"the second signal took {waited:.1f} s to end the process"
     assert "Second interrupt" in second.output and "Traceback" not in second.output
     assert tmp_folders(run) == []  # the unfinished save was removed
     assert tree_hashes(run / "checkpoints") == before  # the last checkpoint is intact, nothing else written

@@ -285,6 +285,30 @@ def test_kl_adaptive_learning_rate_moves_and_survives_resume(tmp_path: Path) -> 
     b.close()
 
 
+def test_a_budget_spent_between_two_clock_readings_still_evaluates_the_final_policy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The clock runs out right after ``between`` found time left (a loaded machine): the loop must not stop on
+    that later reading, or the run ends without its final evaluation. Reading the clock once per iteration, the
+    run trains one more iteration and evaluates then."""
+    spent = {"after_between_calls": 0}
+    original_between = GymSession.between
+
+    def between_then_run_out(self: GymSession, record: dict, console: object) -> None:
+        original_between(self, record, console)  # type: ignore[arg-type]
+        spent["after_between_calls"] += 1  # from here on the clock reads far past the budget
+
+    monkeypatch.setattr(GymSession, "between", between_then_run_out)
+    monkeypatch.setattr(GymSession, "train_seconds", lambda self: 1e6 if spent["after_between_calls"] else 0.0)
+    run = tmp_path / "cp"
+    args = ["train", "--preset", "cartpole-ppo", "--run-dir", str(run), *FAST, "--set", "run.total_steps=10000000",
+            "--set", "gym.eval_interval_steps=1000000", "--minutes", "1"]  # fmt: skip
+    assert main(args) == 0
+    records = _records(run)
+    assert [r["global_step"] for r in records] == [256, 512]  # one iteration more than the clock allowed
+    assert "eval/mean_return" not in records[0] and "eval/mean_return" in records[-1]
+
+
 def test_time_budget_stops_resumes_and_anneals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--minutes: the run stops on its clock (saved, final evaluation), the clock goes on across a resume, a
     spent budget is reported as complete, and ppo.anneal_lr follows the time budget."""

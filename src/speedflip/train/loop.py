@@ -346,6 +346,10 @@ def _iterations(
         while session.global_step < cfg.run.total_steps:
             record = session.iterate()
             record["wall_seconds"] = time.perf_counter() - start
+            # the clock is read once per iteration, before ``between``: the loop stops only on a reading that
+            # ``between``'s own later reading also finds spent, so a session's end-of-budget work (the final
+            # evaluation) is never skipped by a clock that ran out between the two readings
+            budget_spent = time_budget_spent(cfg, session.train_seconds())
             session.between(record, console)
             jsonl.write(record)
             if tb is not None:
@@ -376,7 +380,7 @@ def _iterations(
             if session.global_step >= next_checkpoint:
                 session.save(checkpoints, checkpoint_meta(record))
                 next_checkpoint = (session.global_step // interval + 1) * interval
-            if stop.requested or time_budget_spent(cfg, session.train_seconds()):
+            if stop.requested or budget_spent:
                 break
 
 
