@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from gym_helpers import gym_config
+from rich.console import Console
 
 from speedflip.algos.dqn_learner import DQNLearner
 from speedflip.algos.ppo_learner import PPOLearner
@@ -291,15 +292,15 @@ def test_a_budget_spent_between_two_clock_readings_still_evaluates_the_final_pol
     """The clock runs out right after ``between`` found time left (a loaded machine): the loop must not stop on
     that later reading, or the run ends without its final evaluation. Reading the clock once per iteration, the
     run trains one more iteration and evaluates then."""
-    spent = {"after_between_calls": 0}
+    clock = {"ran_out": False}
     original_between = GymSession.between
 
-    def between_then_run_out(self: GymSession, record: dict, console: object) -> None:
-        original_between(self, record, console)  # type: ignore[arg-type]
-        spent["after_between_calls"] += 1  # from here on the clock reads far past the budget
+    def between_then_run_out(self: GymSession, record: dict, console: Console) -> None:
+        original_between(self, record, console)
+        clock["ran_out"] = True  # from here on the clock reads far past the budget
 
     monkeypatch.setattr(GymSession, "between", between_then_run_out)
-    monkeypatch.setattr(GymSession, "train_seconds", lambda self: 1e6 if spent["after_between_calls"] else 0.0)
+    monkeypatch.setattr(GymSession, "train_seconds", lambda self: 1e6 if clock["ran_out"] else 0.0)
     run = tmp_path / "cp"
     args = ["train", "--preset", "cartpole-ppo", "--run-dir", str(run), *FAST, "--set", "run.total_steps=10000000",
             "--set", "gym.eval_interval_steps=1000000", "--minutes", "1"]  # fmt: skip
