@@ -16,6 +16,9 @@ from speedflip.env.rewards import (
     align_ball_goal,
     face_ball,
     goal,
+    goal_mouth_distance,
+    goal_mouth_potential,
+    goal_mouth_progress,
     on_target_touch,
     touch,
     velocity_ball_to_goal,
@@ -242,3 +245,66 @@ def test_align_ball_goal_by_hand() -> None:
         _set_car(state, k, 1, orange, [0.0, 0.0, 0.0], [0.0, -1.0, 0.0])
     ctx = RewardContext(state, np.array([L.BLUE, L.ORANGE]), np.zeros((3, 2), bool), np.full(3, -1))
     np.testing.assert_allclose(align_ball_goal(ctx), [[1.0, 1.0], [-1.0, 1.0], [0.853015, 0.866652]], atol=1e-5)
+
+
+def test_goal_mouth_distance_by_hand() -> None:
+    """The mouth of the goal at y = 5120: ball centres with |x| <= 892.755 - 91.25 = 801.505 and
+    91.25 <= z <= 642.775 - 91.25 = 551.525. Beside the post (1100, 5000, 100): (298.495, -120, 0) away, 321.713;
+    in front (0, 4000, 300): 1120; behind the line (0, 5200, 300): 80; over the bar (0, 5120, 700): 148.475."""
+    pos = np.array([[1100.0, 5000.0, 100.0], [0.0, 4000.0, 300.0], [0.0, 5200.0, 300.0], [0.0, 5120.0, 700.0]])
+    np.testing.assert_allclose(
+        goal_mouth_distance(pos, L.BACK_WALL_Y), [np.hypot(298.495, 120.0), 1120.0, 80.0, 148.475], rtol=1e-6
+    )
+    # the own goal's mouth is the mirror image at y = -5120: midfield is 5120 from both, phi = 0
+    assert goal_mouth_distance(np.array([0.0, 0.0, 300.0]), -L.BACK_WALL_Y) == pytest.approx(5120.0)
+    assert goal_mouth_potential(np.array([0.0, 0.0, 300.0])) == pytest.approx(0.0, abs=1e-7)
+    # phi on the opponent's goal mouth: 1 - exp(-10240 / 1500)
+    assert goal_mouth_potential(np.array([0.0, 5120.0, 300.0])) == pytest.approx(1.0 - np.exp(-10240.0 / 1500.0))
+
+
+def _ball_moves(before: list[list[float]], after: list[list[float]], goal_team: list[int]) -> RewardContext:
+    prev_state = GameArrays.empty(num_arenas=len(before), num_cars=2)
+    state = GameArrays.empty(num_arenas=len(after), num_cars=2)
+    for k, (b, a) in enumerate(zip(before, after, strict=True)):
+        _set_ball(prev_state, k, b, [0.0, 0.0, 0.0])
+        _set_ball(state, k, a, [0.0, 0.0, 0.0])
+    teams = np.array([L.BLUE, L.ORANGE])
+    return RewardContext(state, teams, np.zeros((len(after), 2), bool), np.array(goal_team), prev_state)
+
+
+def test_goal_mouth_progress_by_hand() -> None:
+    """0.99 * phi(after) - phi(before), phi = exp(-d_opp / 1500) - exp(-d_own / 1500), 0 after a goal.
+
+    Arena 0: the ball moves from (0, 3620, Z) to (0, 4120, Z): for blue d_opp 1500 -> 1000 and d_own 8740 -> 9240;
+    orange sees the same ball with the goals swapped, phi_orange = -phi_blue, so its reward is minus blue's.
+    Arena 1: the ball stays at (0, 4120, Z): the price of holding it, -0.01 phi. Arena 2: blue scores from
+    (0, 5100, Z) (d_opp 20, d_own 10220): phi after a goal is 0, so blue gets -phi(before) and orange +phi(before).
+    """
+    phi_a = np.exp(-1500.0 / 1500.0) - np.exp(-8740.0 / 1500.0)
+    phi_b = np.exp(-1000.0 / 1500.0) - np.exp(-9240.0 / 1500.0)
+    phi_c = np.exp(-20.0 / 1500.0) - np.exp(-10220.0 / 1500.0)
+    ctx = _ball_moves(
+        [[0.0, 3620.0, Z], [0.0, 4120.0, Z], [0.0, 5100.0, Z]],
+        [[0.0, 4120.0, Z], [0.0, 4120.0, Z], [0.0, 5300.0, Z]],
+        goal_team=[-1, -1, L.BLUE],
+    )
+    blue = np.array([0.99 * phi_b - phi_a, 0.99 * phi_b - phi_b, -phi_c])
+    orange = np.array([-0.99 * phi_b + phi_a, -0.99 * phi_b + phi_b, phi_c])
+    np.testing.assert_allclose(goal_mouth_progress(ctx), np.stack([blue, orange], axis=1), rtol=1e-5)
+    assert goal_mouth_progress(ctx)[0, 0] > 0.1  # 500 uu closer to the mouth pays (0.166)
+
+
+def test_goal_mouth_progress_cannot_be_farmed() -> None:
+    """Its discounted sum (0.99 per step) over any path of the ball that ends in a goal is -phi(start): a loop beside
+    the post earns nothing, a path that wanders earns what a direct one does."""
+    rng = np.random.default_rng(0)
+    start = np.array([0.0, -2000.0, 300.0])
+    for _ in range(3):
+        path = [start] + [np.array([rng.uniform(-2500, 2500), rng.uniform(2000, 5000), 100.0]) for _ in range(40)]
+        path.append(np.array([0.0, 5300.0, 300.0]))  # into the goal
+        total = 0.0
+        for t in range(len(path) - 1):
+            scored = t == len(path) - 2
+            ctx = _ball_moves([list(path[t])], [list(path[t + 1])], goal_team=[L.BLUE if scored else -1])
+            total += 0.99**t * float(goal_mouth_progress(ctx)[0, 0])
+        assert total == pytest.approx(-float(goal_mouth_potential(start)), abs=1e-4)

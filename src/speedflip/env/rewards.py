@@ -219,6 +219,49 @@ def ball_goal_distance(ctx: RewardContext) -> Array:
     return _f32(np.exp(-to_opp / GOAL_DISTANCE_SCALE) - np.exp(-to_own / GOAL_DISTANCE_SCALE))
 
 
+GOAL_MOUTH_SCALE = 1500.0  # uu: goal_mouth_progress's potential is exp(-d / scale), d the distance to a goal mouth
+SHAPING_GAMMA = 0.99  # the discount of goal_mouth_progress's potential-based form: the presets' ppo.gamma
+
+
+def goal_mouth_distance(pos: Array, goal_y: float) -> Array:
+    """Distance (uu) from ball centres ``pos`` (``[..., 3]``) to the mouth of the goal whose line is ``y = goal_y``:
+    the rectangle of ball-centre positions that pass inside the posts and under the crossbar (``|x| <= 801.505``,
+    ``91.25 <= z <= 551.525``) on that line. 0 on the mouth, the distance to the line for a ball behind it."""
+    nearest_x = np.clip(pos[..., 0], -GOAL_MOUTH_HALF_WIDTH, GOAL_MOUTH_HALF_WIDTH)
+    nearest_z = np.clip(pos[..., 2], L.BALL_RADIUS, L.GOAL_HEIGHT - L.BALL_RADIUS)
+    offset = np.stack([pos[..., 0] - nearest_x, pos[..., 1] - goal_y, pos[..., 2] - nearest_z], axis=-1)
+    distance: Array = np.linalg.norm(offset, axis=-1)
+    return distance
+
+
+def goal_mouth_potential(pos: Array) -> Array:
+    """``exp(-d_opponent / 1500) - exp(-d_own / 1500)`` (-1..1), ``d`` the distances to the two goal mouths
+    (:func:`goal_mouth_distance`; the opponent goal at +y): 1 on the opponent's goal mouth, 0 at midfield."""
+    to_opponent = goal_mouth_distance(pos, L.BACK_WALL_Y)
+    to_own = goal_mouth_distance(pos, -L.BACK_WALL_Y)
+    return _f32(np.exp(-to_opponent / GOAL_MOUTH_SCALE) - np.exp(-to_own / GOAL_MOUTH_SCALE))
+
+
+def goal_mouth_progress(ctx: RewardContext) -> Array:
+    """The ball's progress towards the opponent goal mouth, as potential-based shaping (Ng et al. 1999):
+    ``0.99 * phi(ball after the step) - phi(ball before)``, ``phi`` = :func:`goal_mouth_potential`, and
+    ``phi = 0`` after a goal (the episode's terminal state).
+
+    ``ball_goal_distance`` pays where the ball *is*, every step, so a ball held beside the post earns nearly what
+    one in the goal mouth does (docs/learning.md, fifty-second session: such bots pinned the ball beside the posts
+    and drew). This pays only for moving it: its discounted sum over an episode is ``-phi(start)`` whatever happens
+    in between (no loop farms it, and with the discount 0.99 = the presets' ``ppo.gamma`` the best policy is the
+    same as without it); what it changes is how soon a step that moves the ball towards the goal mouth is paid,
+    not only when the goal follows. Because ``phi`` measures the distance to the goal *mouth* (not its centre) with
+    a 1500-uu scale, most of it is paid in the last two thousand uu (a ball 300 uu beside the post has
+    ``phi = 0.82``, one at midfield 0.03) and a ball held still near the opponent goal costs ``0.01 phi`` a step."""
+    _, ball = ctx.own_view()
+    _, ball_before = ctx.own_view_before()
+    now = np.where(ctx.goal_team[:, None] >= 0, 0.0, goal_mouth_potential(ball[..., L.BALL_POS]))
+    before = goal_mouth_potential(ball_before[..., L.BALL_POS])
+    return _f32(SHAPING_GAMMA * now - before)
+
+
 def align_ball_goal(ctx: RewardContext) -> Array:
     """Goal-side and lined up (-1..1): the mean of ``cos(car->ball, own goal->car)`` and
     ``cos(car->ball, car->opponent goal)``.
@@ -290,6 +333,7 @@ REWARD_COMPONENTS: dict[str, RewardFn] = {
     "velocity_ball_to_goal": velocity_ball_to_goal,
     "ball_velocity_to_own_goal": ball_velocity_to_own_goal,
     "ball_goal_distance": ball_goal_distance,
+    "goal_mouth_progress": goal_mouth_progress,
     "align_ball_goal": align_ball_goal,
     "face_ball": face_ball,
     "in_air": in_air,
