@@ -253,8 +253,9 @@ def goal_mouth_progress(ctx: RewardContext) -> Array:
     in between (no loop farms it, and with the discount 0.99 = the presets' ``ppo.gamma`` the best policy is the
     same as without it); what it changes is how soon a step that moves the ball towards the goal mouth is paid,
     not only when the goal follows. Because ``phi`` measures the distance to the goal *mouth* (not its centre) with
-    a 1500-uu scale, most of it is paid in the last two thousand uu (a ball 300 uu beside the post has
-    ``phi = 0.82``, one at midfield 0.03) and a ball held still near the opponent goal costs ``0.01 phi`` a step."""
+    a 1500-uu scale, most of it is paid in the last two thousand uu (``exp(-d / 1500)``: 0.82 for a ball 300 uu
+    beside the post, 0.26 at 2,000 uu, 0.04 at 5,000) and a ball held still near the opponent goal costs
+    ``0.01 phi`` a step."""
     _, ball = ctx.own_view()
     _, ball_before = ctx.own_view_before()
     now = np.where(ctx.goal_team[:, None] >= 0, 0.0, goal_mouth_potential(ball[..., L.BALL_POS]))
