@@ -341,6 +341,14 @@ class PPOConfig(_Strict):
         "so the agent is paid less to score than to keep the ball out (docs/learning.md, twentieth session). Off by "
         "default: its one 30-minute 1v1 run scored fewer goals in training, not more (twenty-first session, H11)",
     )
+    mirror_augment: bool = Field(
+        False,
+        description="train on every rollout row and its left-right mirror (x -> -x: the mirrored observation, the "
+        "row with steer, yaw and roll negated, the same advantage and return): twice the samples per update from "
+        "the field's symmetry, each minibatch twice the rows (ppo.minibatch_size rows and their mirrors). Rocket "
+        "League with speedflip's own observation builders and the lookup table only (docs/learning.md, "
+        "fifty-fourth session)",
+    )
     max_grad_norm: float = Field(0.5, gt=0)
     norm_adv: bool = True
     target_kl: float | None = Field(None, gt=0, description="stop the epochs early above this KL")
@@ -792,6 +800,20 @@ class Config(_Strict):
                 raise ValueError(
                     f"ppo.kickstart_coef={self.ppo.kickstart_coef:g} (kickstarting from the rule bot) needs "
                     f"feed-forward PPO on Rocket League's lookup table, not {where}; set ppo.kickstart_coef=0"
+                )
+        if self.ppo.mirror_augment:
+            where = (
+                "a Gymnasium environment (no known mirror)" if self.gym.env_id is not None
+                else f"algo={self.algo} (feed-forward PPO only)" if self.algo != "ppo"
+                else f"env.action_form={self.env.action_form}" if self.env.action_form != "table"
+                else "env.action_masking=true" if self.env.action_masking
+                else "env.rlgym (an RLGym v2 observation has no known mirror)" if self.env.rlgym is not None
+                else None
+            )  # fmt: skip
+            if where is not None:
+                raise ValueError(
+                    "ppo.mirror_augment=true mirrors Rocket League rows of speedflip's own observation builders "
+                    f"and lookup table, not {where}; set ppo.mirror_augment=false"
                 )
         if self.ppo.bootstrap_through_goals and (self.gym.env_id is not None or self.env.rlgym is not None):
             where = "a Gymnasium environment" if self.gym.env_id is not None else "env.rlgym (its own done conditions)"

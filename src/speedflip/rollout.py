@@ -30,6 +30,34 @@ class PolicyWeights:
     obs_rms: dict[str, Array] | None  # RunningMeanStd state; None when observations are not normalized
 
 
+@dataclass(frozen=True)
+class Mirror:
+    """A symmetry of the game as index maps and signs: a rollout row's mirror is a row the game can produce.
+
+    ``obs(x)[..., i] = x[..., obs_index[i]] * obs_sign[i]``; ``actions(a) = action_index[a]``. Applying either
+    twice gives the input back. Rocket League's left-right mirror is built by :mod:`speedflip.env.mirror`;
+    ``ppo.mirror_augment`` trains on every row and its mirror.
+    """
+
+    obs_index: Array  # int64 [D]
+    obs_sign: Array  # float32 [D]
+    action_index: Array  # int64 [A]
+
+    def obs(self, x: Array) -> Array:
+        """Observations ``[..., D]`` (raw or normalized by symmetric statistics) -> their mirrors."""
+        out: Array = (x[..., self.obs_index] * self.obs_sign).astype(np.float32, copy=False)
+        return out
+
+    def obs_tensor(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`obs` on a tensor (on the tensor's device)."""
+        index = torch.as_tensor(self.obs_index, device=x.device)
+        return x[..., index] * torch.as_tensor(self.obs_sign, device=x.device, dtype=x.dtype)
+
+    def actions_tensor(self, a: torch.Tensor) -> torch.Tensor:
+        """Action indices -> the mirrored rows' indices (on the tensor's device)."""
+        return torch.as_tensor(self.action_index, device=a.device)[a.long()].to(a.dtype)
+
+
 @dataclass
 class EpisodeStats:
     """What the finished episodes and the game clock of one rollout say (for metrics, not for training)."""

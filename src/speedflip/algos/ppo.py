@@ -17,6 +17,7 @@ from speedflip._types import Array
 from speedflip.accel import GradientStep
 from speedflip.config import PPOConfig
 from speedflip.models.mlp import ActorCritic
+from speedflip.rollout import Mirror
 
 
 def compute_gae(
@@ -61,9 +62,38 @@ class Batch:
     masks: torch.Tensor | None = None  # [B, A] bool action masks (table form with masking)
     teacher_actions: torch.Tensor | None = None  # [B] the rule bot's rows (kickstarting, ppo.kickstart_coef)
     anchor_logits: torch.Tensor | None = None  # [B, A] the released policy's logits (ppo.release_kl_coef)
+    mirrored: bool = False  # the second half of the rows mirrors the first (ppo.mirror_augment)
 
     def __len__(self) -> int:
         return int(self.actions.shape[0])
+
+
+def mirror_batch(batch: Batch, mirror: Mirror) -> Batch:
+    """``batch`` followed by the mirrors of its rows (``ppo.mirror_augment``).
+
+    A mirrored row has the mirrored observation, action and teacher row and the original's value, advantage,
+    return and old log-probability: the policy that "acted" in it is the mirror of the one that acted in the
+    original, and gave the mirrored action the probability the original action had, so PPO's ratio
+    ``pi(mirrored action | mirrored obs) / pi_old(action | obs)`` is the mirrored row's own importance ratio.
+    The observations must be raw or normalized by mirror-symmetric statistics (the learner keeps them so).
+    """
+    if batch.masks is not None or batch.anchor_logits is not None:
+        raise ValueError("mirror_batch: action masks and release anchors are not mirrored (config-checked)")
+
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, x])
+
+    teacher = batch.teacher_actions
+    return Batch(
+        obs=torch.cat([batch.obs, mirror.obs_tensor(batch.obs)]),
+        actions=torch.cat([batch.actions, mirror.actions_tensor(batch.actions)]),
+        log_probs=twice(batch.log_probs),
+        values=twice(batch.values),
+        advantages=twice(batch.advantages),
+        returns=twice(batch.returns),
+        teacher_actions=None if teacher is None else torch.cat([teacher, mirror.actions_tensor(teacher)]),
+        mirrored=True,
+    )
 
 
 def ppo_losses(
@@ -202,10 +232,23 @@ def ppo_update(
     generator: torch.Generator,
     step: GradientStep | None = None,
 ) -> dict[str, float]:
-    """``update_epochs`` passes of shuffled minibatches over ``batch``; returns mean metrics."""
+    """``update_epochs`` passes of shuffled minibatches over ``batch``; returns mean metrics.
+
+    A mirrored batch (:func:`mirror_batch`) is shuffled as one and cut into minibatches of twice
+    ``cfg.minibatch_size`` rows: as many gradient steps as without the mirror, each on twice the rows.
+    """
+    if batch.mirrored:
+        half = len(batch) // 2
+        with torch.no_grad():  # how far the policy is from its own mirror, before this update
+            mirrored_log_probs, _, _ = model.evaluate(batch.obs[half:], batch.actions[half:])
+            log_ratio = mirrored_log_probs - batch.log_probs[half:]
+            mirror_kl = float(((log_ratio.exp() - 1) - log_ratio).mean())
+    per_minibatch = cfg.minibatch_size * (2 if batch.mirrored else 1)
     metrics = minibatch_epochs(
-        model, optimizer, len(batch), cfg.minibatch_size,
+        model, optimizer, len(batch), per_minibatch,
         lambda idx: ppo_losses(model, batch, idx, cfg), cfg, generator, step,
     )  # fmt: skip
     metrics["explained_variance"] = explained_variance(batch.values, batch.returns)
+    if batch.mirrored:
+        metrics["mirror_kl"] = mirror_kl
     return metrics

@@ -25,13 +25,13 @@ from speedflip._types import Array
 from speedflip.accel import compile_networks, make_gradient_step, resolve_update_precision
 from speedflip.algos.guards import UpdateGuard, nonfinite_fields, weights_finite
 from speedflip.algos.normalize import ReturnNormalizer, RunningMeanStd
-from speedflip.algos.ppo import Batch, compute_gae, ppo_update
+from speedflip.algos.ppo import Batch, compute_gae, mirror_batch, ppo_update
 from speedflip.algos.ppo_recurrent import SequenceRollout, recurrent_ppo_update
 from speedflip.config import Config
 from speedflip.models.build import PolicyModel, make_adam
 from speedflip.models.mlp import ActorCritic
 from speedflip.models.recurrent import RecurrentActorCritic
-from speedflip.rollout import PolicyWeights, Rollout
+from speedflip.rollout import Mirror, PolicyWeights, Rollout
 from speedflip.schedule import adapt_learning_rate
 
 PPOBatch = Batch | SequenceRollout
@@ -58,8 +58,14 @@ class PPOLearner:
     """PPO on :class:`~speedflip.models.mlp.ActorCritic` or recurrent PPO on a
     :class:`~speedflip.models.recurrent.RecurrentActorCritic` (``cfg.algo == "ppo_recurrent"``)."""
 
-    def __init__(self, cfg: Config, model: PolicyModel, device: torch.device, obs_dim: int) -> None:
+    def __init__(
+        self, cfg: Config, model: PolicyModel, device: torch.device, obs_dim: int, mirror: Mirror | None = None
+    ) -> None:
+        """``mirror``: the game's symmetry, for ``ppo.mirror_augment`` (required then; the trainer builds it)."""
+        if cfg.ppo.mirror_augment and mirror is None:
+            raise ValueError("ppo.mirror_augment=true needs the environment's mirror (speedflip.env.mirror)")
         self.cfg = cfg
+        self.mirror = mirror if cfg.ppo.mirror_augment else None
         self.ppo = cfg.ppo  # the settings the schedule may change (learning rate, entropy)
         self.device = device
         self.model = model.to(device)
@@ -137,7 +143,7 @@ class PPOLearner:
             )  # fmt: skip
         T, N = rollout.num_steps, rollout.num_rows
         obs = tensor(rollout.obs.reshape(T * N, -1))
-        return Batch(
+        batch = Batch(
             obs=obs,
             actions=tensor(rollout.actions.reshape(T * N, *rollout.actions.shape[2:])),
             masks=None if rollout.masks is None else tensor(rollout.masks.reshape(T * N, -1)),
@@ -146,8 +152,12 @@ class PPOLearner:
             advantages=tensor(advantages.reshape(-1)),
             returns=tensor(returns.reshape(-1)),
             teacher_actions=None if rollout.teacher_actions is None else tensor(rollout.teacher_actions.reshape(-1)),
-            anchor_logits=None if self.release_anchor is None else self.release_anchor.anchor_logits(obs),
         )
+        if self.mirror is not None:  # ppo.mirror_augment: every row and its mirror
+            batch = mirror_batch(batch, self.mirror)
+        if self.release_anchor is not None:
+            batch.anchor_logits = self.release_anchor.anchor_logits(batch.obs)
+        return batch
 
     def update(self, batch: PPOBatch, raw_obs: Array | None = None, where: str = "") -> dict[str, float]:
         """One guarded PPO update; then fold the rollout's raw observations into the normalizer.
@@ -173,7 +183,10 @@ class PPOLearner:
             reason = "the weights became NaN/Inf"
         self.guard.after_update(reason, poisoned, where or f"update {self.version}")
         if reason is None and raw_obs is not None and self.cfg.ppo.normalize_obs:
-            self.obs_rms.update(raw_obs.reshape(-1, raw_obs.shape[-1]))
+            rows = raw_obs.reshape(-1, raw_obs.shape[-1])
+            if self.mirror is not None:  # mirror-symmetric statistics: mirroring a normalized row stays exact
+                rows = np.concatenate([rows, self.mirror.obs(rows)])
+            self.obs_rms.update(rows)
         self.version += 1
         metrics["learning_rate"] = self.learning_rate  # the rate this update used
         if reason is None:  # ppo.lr_target_kl: the next update's rate follows this one's KL
@@ -218,6 +231,7 @@ class PPOLearner:
         self.model.load_state_dict({k: v.to(self.device) for k, v in state.model.items()})
         self.optimizer.load_state_dict(state.optimizer)
         self.obs_rms.load_state_dict({k: t[f"obs_rms.{k}"].numpy() for k in ("mean", "var", "count")})
+        self._symmetrize_obs_statistics()
         self.return_norm.rms.load_state_dict({k: t[f"ret_rms.{k}"].numpy() for k in ("mean", "var", "count")})
         if "ret.returns" in t:
             self.return_norm.returns = t["ret.returns"].numpy().astype(np.float64).copy()
@@ -236,11 +250,23 @@ class PPOLearner:
         t = state.tensors
         self.model.load_state_dict({k: v.to(self.device) for k, v in state.model.items()})
         self.obs_rms.load_state_dict({k: t[f"obs_rms.{k}"].numpy() for k in ("mean", "var", "count")})
+        self._symmetrize_obs_statistics()
         if keep_optimizer:
             self.optimizer.load_state_dict(state.optimizer)
             self.version = int(state.meta.get("iteration", 0))
             self._load_release_anchor(t)  # the schedule goes on, so does the KL toward the same released policy
         self.guard.snapshot()
+
+    def _symmetrize_obs_statistics(self) -> None:
+        """With ``ppo.mirror_augment``: make loaded observation statistics those of the observations and their
+        mirrors together (exact for the mixture), so that mirroring a normalized row stays exact."""
+        if self.mirror is None:
+            return
+        rms, index, sign = self.obs_rms, self.mirror.obs_index, self.mirror.obs_sign.astype(np.float64)
+        mirrored_mean = rms.mean[index] * sign
+        mean = (rms.mean + mirrored_mean) / 2
+        rms.var = (rms.var + rms.var[index]) / 2 + ((rms.mean - mirrored_mean) / 2) ** 2
+        rms.mean = mean
 
     def _load_release_anchor(self, tensors: dict[str, torch.Tensor]) -> None:
         """The frozen released policy (``ppo.release_kl_coef``) from a state's tensors, when it has one."""

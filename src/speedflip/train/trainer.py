@@ -27,6 +27,8 @@ from speedflip.collect.arena_collector import ArenaCollector
 from speedflip.collect.base import VecEnv
 from speedflip.config import Config
 from speedflip.device import default_torch_threads, resolve_device, torch_threads
+from speedflip.env.action_forms import table_for
+from speedflip.env.mirror import env_mirror
 from speedflip.models.build import HEAD_FOR_FORM, PolicyModel, build_policy_model, recurrent_spec
 from speedflip.provenance import config_hash, git_commit
 from speedflip.rollout import EpisodeStats
@@ -84,7 +86,10 @@ class Trainer:
         self.collector = self._new_collector()
         env = self.collector.env
         self.action_form = self.env_cfg.env.action_form
-        self.learner = PPOLearner(cfg, self._build_model(env.obs_dim, env.num_actions), self.device, env.obs_dim)
+        # ppo.mirror_augment: the field's left-right mirror of every row (the obs layout is the same in every stage)
+        mirror = env_mirror(self.env_cfg.env, table_for(self.env_cfg.env).table) if cfg.ppo.mirror_augment else None
+        model = self._build_model(env.obs_dim, env.num_actions)
+        self.learner = PPOLearner(cfg, model, self.device, env.obs_dim, mirror)
         self.notes += self.learner.notes
         # overlap of collection and learning (run.overlap_collection): the batch waiting to be trained on
         self.overlap = cfg.run.overlap_collection
