@@ -341,13 +341,13 @@ class PPOConfig(_Strict):
         "so the agent is paid less to score than to keep the ball out (docs/learning.md, twentieth session). Off by "
         "default: its one 30-minute 1v1 run scored fewer goals in training, not more (twenty-first session, H11)",
     )
-    mirror_augment: bool = Field(
-        False,
-        description="train on every rollout row and its left-right mirror (x -> -x: the mirrored observation, the "
-        "row with steer, yaw and roll negated, the same advantage and return): twice the samples per update from "
-        "the field's symmetry, each minibatch twice the rows (ppo.minibatch_size rows and their mirrors). Rocket "
-        "League with speedflip's own observation builders and the lookup table only (docs/learning.md, "
-        "fifty-fourth session)",
+    mirror_augment: Literal["none", "both", "random"] = Field(
+        "none",
+        description="train on the field's left-right mirror of the rollout's rows (x -> -x: the mirrored "
+        "observation, the row with steer, yaw and roll negated, the same advantage and return). 'both': every row "
+        "and its mirror, each minibatch twice the rows (about 1.5x the time per agent step, measured); 'random': "
+        "each row replaced by its mirror with probability 1/2 (no extra cost); 'none': off. Rocket League with "
+        "speedflip's own observation builders and the lookup table only (docs/learning.md, fifty-fourth session)",
     )
     max_grad_norm: float = Field(0.5, gt=0)
     norm_adv: bool = True
@@ -801,7 +801,7 @@ class Config(_Strict):
                     f"ppo.kickstart_coef={self.ppo.kickstart_coef:g} (kickstarting from the rule bot) needs "
                     f"feed-forward PPO on Rocket League's lookup table, not {where}; set ppo.kickstart_coef=0"
                 )
-        if self.ppo.mirror_augment:
+        if self.ppo.mirror_augment != "none":
             where = (
                 "a Gymnasium environment (no known mirror)" if self.gym.env_id is not None
                 else f"algo={self.algo} (feed-forward PPO only)" if self.algo != "ppo"
@@ -812,8 +812,8 @@ class Config(_Strict):
             )  # fmt: skip
             if where is not None:
                 raise ValueError(
-                    "ppo.mirror_augment=true mirrors Rocket League rows of speedflip's own observation builders "
-                    f"and lookup table, not {where}; set ppo.mirror_augment=false"
+                    f"ppo.mirror_augment={self.ppo.mirror_augment} mirrors Rocket League rows of speedflip's own "
+                    f"observation builders and lookup table, not {where}; set ppo.mirror_augment=none"
                 )
         if self.ppo.bootstrap_through_goals and (self.gym.env_id is not None or self.env.rlgym is not None):
             where = "a Gymnasium environment" if self.gym.env_id is not None else "env.rlgym (its own done conditions)"

@@ -38,8 +38,9 @@ def test_mirror_batch_by_hand() -> None:
         returns=torch.tensor([1.25, -0.25]),
         teacher_actions=torch.tensor([1, 1]),
     )
-    out = mirror_batch(batch, SWAP)
-    assert out.mirrored and len(out) == 4
+    out = mirror_batch(batch, SWAP, "both")
+    assert out.mirrored_rows is not None and out.mirrored_rows.tolist() == [False, False, True, True]
+    assert len(out) == 4 and out.minibatch_scale == 2
     torch.testing.assert_close(out.obs, torch.tensor([[1.0, 2, 3], [4, 5, -6], [2, 1, -3], [5, 4, 6]]))
     assert out.actions.tolist() == [0, 2, 1, 2]
     assert out.teacher_actions is not None and out.teacher_actions.tolist() == [1, 1, 0, 0]
@@ -49,8 +50,31 @@ def test_mirror_batch_by_hand() -> None:
     assert out.advantages.tolist() == [1.0, -1.0, 1.0, -1.0]
     assert out.returns.tolist() == [1.25, -0.25, 1.25, -0.25]
     with pytest.raises(ValueError, match="masks"):
+        masks = torch.ones(2, NUM_ACTIONS, dtype=torch.bool)
         mirror_batch(Batch(batch.obs, batch.actions, batch.log_probs, batch.values, batch.advantages,
-                           batch.returns, masks=torch.ones(2, NUM_ACTIONS, dtype=torch.bool)), SWAP)  # fmt: skip
+                           batch.returns, masks=masks), SWAP, "both")  # fmt: skip
+    with pytest.raises(ValueError, match="'both' or 'random'"):
+        mirror_batch(batch, SWAP, "none")
+
+
+def test_random_mirroring_replaces_about_half_the_rows_by_their_mirrors() -> None:
+    g = torch.Generator().manual_seed(3)
+    obs = torch.randn(1000, OBS_DIM, generator=g)
+    actions = torch.randint(0, NUM_ACTIONS, (1000,), generator=g)
+    zeros = torch.zeros(1000)
+    batch = Batch(obs, actions, zeros - 1, zeros, torch.arange(1000.0), zeros, teacher_actions=actions.clone())
+    out = mirror_batch(batch, SWAP, "random", torch.Generator().manual_seed(0))
+    flip = out.mirrored_rows
+    assert flip is not None and len(out) == 1000 and out.minibatch_scale == 1
+    assert 450 < int(flip.sum()) < 550
+    torch.testing.assert_close(out.obs[flip], SWAP.obs_tensor(obs[flip]))
+    torch.testing.assert_close(out.obs[~flip], obs[~flip])
+    assert out.actions[flip].tolist() == SWAP.action_index[actions[flip].numpy()].tolist()
+    assert out.actions[~flip].tolist() == actions[~flip].tolist()
+    assert out.teacher_actions is not None and out.teacher_actions.tolist() == out.actions.tolist()
+    torch.testing.assert_close(out.advantages, batch.advantages)  # the row's advantage goes with its mirror
+    again = mirror_batch(batch, SWAP, "random", torch.Generator().manual_seed(0))
+    assert again.mirrored_rows is not None and torch.equal(again.mirrored_rows, flip)  # seeded
 
 
 def _batch(model: ActorCritic, seed: int = 5) -> Batch:
@@ -72,22 +96,24 @@ def test_a_mirrored_update_takes_as_many_steps_on_twice_the_rows_and_reports_its
     metrics = ppo_update(model, optimizer, plain, cfg.ppo, g)
     assert metrics["minibatch_updates"] == 2 * ROWS / 16 and "mirror_kl" not in metrics
     # the identity "mirror": each mirrored row is its original, so the policy is its own mirror (KL 0)
-    metrics = ppo_update(model, optimizer, mirror_batch(_batch(model), IDENTITY), cfg.ppo, g)
+    metrics = ppo_update(model, optimizer, mirror_batch(_batch(model), IDENTITY, "both"), cfg.ppo, g)
     assert metrics["minibatch_updates"] == 2 * ROWS / 16
     assert metrics["mirror_kl"] == pytest.approx(0.0, abs=1e-6)
     # a real swap: an untrained policy is not its own mirror
-    metrics = ppo_update(model, optimizer, mirror_batch(_batch(model), SWAP), cfg.ppo, g)
+    metrics = ppo_update(model, optimizer, mirror_batch(_batch(model), SWAP, "both"), cfg.ppo, g)
     assert metrics["mirror_kl"] > 1e-4
+    metrics = ppo_update(model, optimizer, mirror_batch(_batch(model), SWAP, "random", g), cfg.ppo, g)
+    assert metrics["minibatch_updates"] == 2 * ROWS / 16 and metrics["mirror_kl"] > 1e-4
 
 
 def test_the_learner_keeps_mirror_symmetric_observation_statistics() -> None:
-    cfg = _cfg(mirror_augment=True)
+    cfg = _cfg(mirror_augment="both")
     with pytest.raises(ValueError, match="needs the environment's mirror"):
         PPOLearner(cfg, build_policy_model(cfg, OBS_DIM, NUM_ACTIONS), torch.device("cpu"), OBS_DIM)
     learner = PPOLearner(cfg, build_policy_model(cfg, OBS_DIM, NUM_ACTIONS), torch.device("cpu"), OBS_DIM, SWAP)
     assert isinstance(learner.model, ActorCritic)
     raw = np.random.default_rng(0).normal([3.0, -1.0, 2.0], [1.0, 2.0, 0.5], size=(1, 50, OBS_DIM))
-    learner.update(mirror_batch(_batch(learner.model), SWAP), raw.astype(np.float32))
+    learner.update(mirror_batch(_batch(learner.model), SWAP, "both"), raw.astype(np.float32))
     rms = learner.obs_rms
     assert rms.mean[0] == pytest.approx(rms.mean[1]) and rms.mean[2] == pytest.approx(0.0, abs=1e-9)
     assert rms.var[0] == pytest.approx(rms.var[1])
@@ -104,11 +130,13 @@ def test_the_learner_keeps_mirror_symmetric_observation_statistics() -> None:
 @pytest.mark.parametrize(
     ("overrides", "named"),
     [
-        ({"gym": {"env_id": "CartPole-v1"}, "ppo": {"mirror_augment": True, "minibatch_size": 256}}, "Gymnasium"),
+        ({"gym": {"env_id": "CartPole-v1"}, "ppo": {"mirror_augment": "random", "minibatch_size": 256}}, "Gymnasium"),
         ({"algo": "ppo_recurrent"}, "algo=ppo_recurrent"),
         ({"env": {"action_masking": True}}, "env.action_masking=true"),
     ],
 )
 def test_configs_the_mirror_does_not_fit_are_refused(overrides: dict[str, object], named: str) -> None:
-    with pytest.raises(ConfigError, match=rf"ppo\.mirror_augment=true .*{named}.*set ppo\.mirror_augment=false"):
-        build_config({"ppo": {"mirror_augment": True}} | overrides)
+    with pytest.raises(
+        ConfigError, match=rf"ppo\.mirror_augment=(both|random) .*{named}.*set ppo\.mirror_augment=none"
+    ):
+        build_config({"ppo": {"mirror_augment": "both"}} | overrides)

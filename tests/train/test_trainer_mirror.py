@@ -15,7 +15,7 @@ ROWS = 2 * 2 * 8  # arenas x cars x steps
 
 
 def test_a_mirrored_rollout_trains_on_twice_the_rows() -> None:
-    cfg = tiny_config(ppo={"mirror_augment": True, "kickstart_coef": 0.5, "kickstart_steps": 10 * ROWS})
+    cfg = tiny_config(ppo={"mirror_augment": "both", "kickstart_coef": 0.5, "kickstart_steps": 10 * ROWS})
     trainer = Trainer(cfg)
     try:
         mirror = trainer.learner.mirror
@@ -23,15 +23,13 @@ def test_a_mirrored_rollout_trains_on_twice_the_rows() -> None:
         table = torch.as_tensor(trainer.collector.env.actions.table)
         for _ in range(2):
             batch, raw_obs, _ = trainer.collect()
-            assert isinstance(batch, Batch) and batch.mirrored and len(batch) == 2 * ROWS
+            assert isinstance(batch, Batch) and batch.mirrored_rows is not None and len(batch) == 2 * ROWS
             first, second = batch.obs[:ROWS], batch.obs[ROWS:]
             torch.testing.assert_close(second, mirror.obs_tensor(first))
             signs = torch.tensor(CONTROL_SIGNS)
             torch.testing.assert_close(table[batch.actions[ROWS:]], table[batch.actions[:ROWS]] * signs)
             assert batch.teacher_actions is not None
-            torch.testing.assert_close(
-                table[batch.teacher_actions[ROWS:]], table[batch.teacher_actions[:ROWS]] * signs
-            )
+            torch.testing.assert_close(table[batch.teacher_actions[ROWS:]], table[batch.teacher_actions[:ROWS]] * signs)
             torch.testing.assert_close(batch.advantages[ROWS:], batch.advantages[:ROWS])
             metrics = trainer.update(batch, raw_obs)
             assert metrics["minibatch_updates"] == cfg.ppo.update_epochs * ROWS / cfg.ppo.minibatch_size
@@ -39,5 +37,19 @@ def test_a_mirrored_rollout_trains_on_twice_the_rows() -> None:
         rms = trainer.learner.obs_rms
         np.testing.assert_allclose(rms.mean[mirror.obs_index] * mirror.obs_sign, rms.mean, atol=1e-6)
         np.testing.assert_allclose(rms.var[mirror.obs_index], rms.var, rtol=1e-6)
+    finally:
+        trainer.close()
+
+
+def test_random_mirroring_keeps_the_rollout_size_and_mirrors_the_rule_bots_rows_with_the_learners() -> None:
+    cfg = tiny_config(ppo={"mirror_augment": "random", "kickstart_coef": 0.5, "kickstart_steps": 10 * ROWS})
+    trainer = Trainer(cfg)
+    try:
+        batch, raw_obs, _ = trainer.collect()
+        assert isinstance(batch, Batch) and len(batch) == ROWS and batch.mirrored_rows is not None
+        assert 0 < int(batch.mirrored_rows.sum()) < ROWS
+        metrics = trainer.update(batch, raw_obs)
+        assert metrics["minibatch_updates"] == cfg.ppo.update_epochs * ROWS / cfg.ppo.minibatch_size
+        assert metrics["mirror_kl"] >= 0.0
     finally:
         trainer.close()

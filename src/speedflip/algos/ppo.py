@@ -62,14 +62,16 @@ class Batch:
     masks: torch.Tensor | None = None  # [B, A] bool action masks (table form with masking)
     teacher_actions: torch.Tensor | None = None  # [B] the rule bot's rows (kickstarting, ppo.kickstart_coef)
     anchor_logits: torch.Tensor | None = None  # [B, A] the released policy's logits (ppo.release_kl_coef)
-    mirrored: bool = False  # the second half of the rows mirrors the first (ppo.mirror_augment)
+    mirrored_rows: torch.Tensor | None = None  # [B] bool: rows that are mirrors (ppo.mirror_augment)
+    minibatch_scale: int = 1  # rows per sample in a minibatch (2: every row and its mirror)
 
     def __len__(self) -> int:
         return int(self.actions.shape[0])
 
 
-def mirror_batch(batch: Batch, mirror: Mirror) -> Batch:
-    """``batch`` followed by the mirrors of its rows (``ppo.mirror_augment``).
+def mirror_batch(batch: Batch, mirror: Mirror, mode: str, generator: torch.Generator | None = None) -> Batch:
+    """``batch`` with the left-right mirrors of its rows (``ppo.mirror_augment``): ``mode`` 'both' appends the
+    mirror of every row; 'random' replaces each row by its mirror with probability 1/2 (``generator``).
 
     A mirrored row has the mirrored observation, action and teacher row and the original's value, advantage,
     return and old log-probability: the policy that "acted" in it is the mirror of the one that acted in the
@@ -79,11 +81,27 @@ def mirror_batch(batch: Batch, mirror: Mirror) -> Batch:
     """
     if batch.masks is not None or batch.anchor_logits is not None:
         raise ValueError("mirror_batch: action masks and release anchors are not mirrored (config-checked)")
+    teacher = batch.teacher_actions
+    if mode == "random":
+        rows = len(batch)
+        flip = torch.rand(rows, generator=generator).to(batch.obs.device) < 0.5
+
+        def pick(x: torch.Tensor, mirrored: torch.Tensor) -> torch.Tensor:
+            return torch.where(flip.view(-1, *([1] * (x.dim() - 1))), mirrored, x)
+
+        return Batch(
+            obs=pick(batch.obs, mirror.obs_tensor(batch.obs)),
+            actions=pick(batch.actions, mirror.actions_tensor(batch.actions)),
+            log_probs=batch.log_probs, values=batch.values, advantages=batch.advantages, returns=batch.returns,
+            teacher_actions=None if teacher is None else pick(teacher, mirror.actions_tensor(teacher)),
+            mirrored_rows=flip,
+        )  # fmt: skip
+    if mode != "both":
+        raise ValueError(f"mirror_batch: mode must be 'both' or 'random', got {mode!r}")
 
     def twice(x: torch.Tensor) -> torch.Tensor:
         return torch.cat([x, x])
 
-    teacher = batch.teacher_actions
     return Batch(
         obs=torch.cat([batch.obs, mirror.obs_tensor(batch.obs)]),
         actions=torch.cat([batch.actions, mirror.actions_tensor(batch.actions)]),
@@ -92,7 +110,8 @@ def mirror_batch(batch: Batch, mirror: Mirror) -> Batch:
         advantages=twice(batch.advantages),
         returns=twice(batch.returns),
         teacher_actions=None if teacher is None else torch.cat([teacher, mirror.actions_tensor(teacher)]),
-        mirrored=True,
+        mirrored_rows=torch.arange(2 * len(batch), device=batch.obs.device) >= len(batch),
+        minibatch_scale=2,
     )
 
 
@@ -234,21 +253,24 @@ def ppo_update(
 ) -> dict[str, float]:
     """``update_epochs`` passes of shuffled minibatches over ``batch``; returns mean metrics.
 
-    A mirrored batch (:func:`mirror_batch`) is shuffled as one and cut into minibatches of twice
-    ``cfg.minibatch_size`` rows: as many gradient steps as without the mirror, each on twice the rows.
+    A batch with every row's mirror (:func:`mirror_batch`, 'both') is shuffled as one and cut into minibatches
+    of twice ``cfg.minibatch_size`` rows: as many gradient steps as without the mirror, each on twice the rows.
+    A mirrored batch's metrics hold ``mirror_kl``: how far the policy is from its own mirror before the update
+    (the approximate KL of PPO's ratio on up to 4,096 mirrored rows; 0 for a mirror-symmetric policy).
     """
-    if batch.mirrored:
-        half = len(batch) // 2
-        with torch.no_grad():  # how far the policy is from its own mirror, before this update
-            mirrored_log_probs, _, _ = model.evaluate(batch.obs[half:], batch.actions[half:])
-            log_ratio = mirrored_log_probs - batch.log_probs[half:]
+    mirror_kl = None
+    if batch.mirrored_rows is not None:
+        rows = torch.nonzero(batch.mirrored_rows).flatten()[:4096]
+        with torch.no_grad():
+            mirrored_log_probs, _, _ = model.evaluate(batch.obs[rows], batch.actions[rows])
+            log_ratio = mirrored_log_probs - batch.log_probs[rows]
             mirror_kl = float(((log_ratio.exp() - 1) - log_ratio).mean())
-    per_minibatch = cfg.minibatch_size * (2 if batch.mirrored else 1)
+    per_minibatch = cfg.minibatch_size * batch.minibatch_scale
     metrics = minibatch_epochs(
         model, optimizer, len(batch), per_minibatch,
         lambda idx: ppo_losses(model, batch, idx, cfg), cfg, generator, step,
     )  # fmt: skip
     metrics["explained_variance"] = explained_variance(batch.values, batch.returns)
-    if batch.mirrored:
+    if mirror_kl is not None:
         metrics["mirror_kl"] = mirror_kl
     return metrics

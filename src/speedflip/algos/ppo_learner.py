@@ -62,10 +62,11 @@ class PPOLearner:
         self, cfg: Config, model: PolicyModel, device: torch.device, obs_dim: int, mirror: Mirror | None = None
     ) -> None:
         """``mirror``: the game's symmetry, for ``ppo.mirror_augment`` (required then; the trainer builds it)."""
-        if cfg.ppo.mirror_augment and mirror is None:
-            raise ValueError("ppo.mirror_augment=true needs the environment's mirror (speedflip.env.mirror)")
+        if cfg.ppo.mirror_augment != "none" and mirror is None:
+            raise ValueError(f"ppo.mirror_augment={cfg.ppo.mirror_augment} needs the environment's mirror "
+                             "(speedflip.env.mirror)")  # fmt: skip
         self.cfg = cfg
-        self.mirror = mirror if cfg.ppo.mirror_augment else None
+        self.mirror = mirror if cfg.ppo.mirror_augment != "none" else None
         self.ppo = cfg.ppo  # the settings the schedule may change (learning rate, entropy)
         self.device = device
         self.model = model.to(device)
@@ -153,8 +154,8 @@ class PPOLearner:
             returns=tensor(returns.reshape(-1)),
             teacher_actions=None if rollout.teacher_actions is None else tensor(rollout.teacher_actions.reshape(-1)),
         )
-        if self.mirror is not None:  # ppo.mirror_augment: every row and its mirror
-            batch = mirror_batch(batch, self.mirror)
+        if self.mirror is not None:  # ppo.mirror_augment: the rows' left-right mirrors
+            batch = mirror_batch(batch, self.mirror, ppo.mirror_augment, self.generator)
         if self.release_anchor is not None:
             batch.anchor_logits = self.release_anchor.anchor_logits(batch.obs)
         return batch

@@ -87,7 +87,7 @@ def action_mirror(table: Array) -> Array:
             raise ActionError(
                 f"the action table has no left-right mirror of row {i} ({table[i].tolist()}): it needs a row "
                 f"{row.tolist()} (steer, yaw and roll negated); add it to env.action_table or set "
-                "ppo.mirror_augment=false"
+                "ppo.mirror_augment=none"
             )
         mirror[i] = int(hits[0])
     return mirror
@@ -154,7 +154,7 @@ def env_mirror(env: EnvConfig, table: Array) -> Mirror:
     if env.rlgym is not None:
         raise MirrorError(
             "ppo.mirror_augment needs speedflip's own observation builders, not env.rlgym (an RLGym v2 "
-            "observation has no known mirror); set ppo.mirror_augment=false"
+            "observation has no known mirror); set ppo.mirror_augment=none"
         )
     positions = soccar_pad_positions()
     if env.obs_builder == "advanced":

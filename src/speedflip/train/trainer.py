@@ -87,7 +87,9 @@ class Trainer:
         env = self.collector.env
         self.action_form = self.env_cfg.env.action_form
         # ppo.mirror_augment: the field's left-right mirror of every row (the obs layout is the same in every stage)
-        mirror = env_mirror(self.env_cfg.env, table_for(self.env_cfg.env).table) if cfg.ppo.mirror_augment else None
+        mirror = None
+        if cfg.ppo.mirror_augment != "none":
+            mirror = env_mirror(self.env_cfg.env, table_for(self.env_cfg.env).table)
         model = self._build_model(env.obs_dim, env.num_actions)
         self.learner = PPOLearner(cfg, model, self.device, env.obs_dim, mirror)
         self.notes += self.learner.notes
