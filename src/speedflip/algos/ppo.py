@@ -256,11 +256,11 @@ def ppo_update(
     A batch with every row's mirror (:func:`mirror_batch`, 'both') is shuffled as one and cut into minibatches
     of twice ``cfg.minibatch_size`` rows: as many gradient steps as without the mirror, each on twice the rows.
     A mirrored batch's metrics hold ``mirror_kl``: how far the policy is from its own mirror before the update
-    (the approximate KL of PPO's ratio on up to 4,096 mirrored rows; 0 for a mirror-symmetric policy).
+    (the approximate KL of PPO's ratio on up to 512 mirrored rows; 0 for a mirror-symmetric policy).
     """
     mirror_kl = None
     if batch.mirrored_rows is not None:
-        rows = torch.nonzero(batch.mirrored_rows).flatten()[:4096]
+        rows = torch.nonzero(batch.mirrored_rows).flatten()[:512]  # a diagnostic: a few rows suffice
         with torch.no_grad():
             mirrored_log_probs, _, _ = model.evaluate(batch.obs[rows], batch.actions[rows])
             log_ratio = mirrored_log_probs - batch.log_probs[rows]
