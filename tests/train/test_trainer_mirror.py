@@ -9,7 +9,7 @@ from sf_helpers import tiny_config
 
 from speedflip.algos.ppo import Batch
 from speedflip.env.mirror import CONTROL_SIGNS
-from speedflip.train.trainer import Trainer
+from speedflip.train.trainer import Trainer, summarize_iteration
 
 ROWS = 2 * 2 * 8  # arenas x cars x steps
 
@@ -45,11 +45,13 @@ def test_random_mirroring_keeps_the_rollout_size_and_mirrors_the_rule_bots_rows_
     cfg = tiny_config(ppo={"mirror_augment": "random", "kickstart_coef": 0.5, "kickstart_steps": 10 * ROWS})
     trainer = Trainer(cfg)
     try:
-        batch, raw_obs, _ = trainer.collect()
+        batch, raw_obs, stats = trainer.collect()
         assert isinstance(batch, Batch) and len(batch) == ROWS and batch.mirrored_rows is not None
         assert 0 < int(batch.mirrored_rows.sum()) < ROWS
         metrics = trainer.update(batch, raw_obs)
         assert metrics["minibatch_updates"] == cfg.ppo.update_epochs * ROWS / cfg.ppo.minibatch_size
         assert metrics["mirror_kl"] >= 0.0
+        record = summarize_iteration(trainer, stats, metrics, 1.0, 1.0)
+        assert record["losses/mirror_kl"] == metrics["mirror_kl"]
     finally:
         trainer.close()

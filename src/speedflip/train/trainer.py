@@ -423,6 +423,8 @@ def summarize_iteration(
         record["losses/kickstart_agreement"] = metrics.get("kickstart_agreement")
     if trainer.cfg.ppo.release_kl_coef > 0:
         record["losses/release_kl"] = metrics.get("release_kl")
+    if trainer.cfg.ppo.mirror_augment != "none":  # how far the policy is from its own left-right mirror
+        record["losses/mirror_kl"] = metrics.get("mirror_kl")
     for name, mean in stats.reward_means.items():
         record[f"rewards/{name}"] = mean
     record.update(trainer.collector.metrics())  # the backend's own (Ray: actor restarts, stale rollouts, transfers)
