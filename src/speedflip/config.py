@@ -349,6 +349,13 @@ class PPOConfig(_Strict):
         "each row replaced by its mirror with probability 1/2 (no extra cost); 'none': off. Rocket League with "
         "speedflip's own observation builders and the lookup table only (docs/learning.md, fifty-fourth session)",
     )
+    mirror_coef: float = Field(
+        0.0, ge=0,
+        description="weight of a symmetry loss added to PPO's: the mean KL(pi(.|s) || pi(mirror(.)|mirror(s))) over "
+        "each minibatch's states, the policy against its own left-right mirror (0 for a mirror-symmetric policy; "
+        "one more policy pass per minibatch on the mirrored states). Rocket League with speedflip's own observation "
+        "builders and the lookup table only (0 = off; docs/learning.md, fifty-fourth session)",
+    )  # fmt: skip
     max_grad_norm: float = Field(0.5, gt=0)
     norm_adv: bool = True
     target_kl: float | None = Field(None, gt=0, description="stop the epochs early above this KL")
@@ -801,7 +808,11 @@ class Config(_Strict):
                     f"ppo.kickstart_coef={self.ppo.kickstart_coef:g} (kickstarting from the rule bot) needs "
                     f"feed-forward PPO on Rocket League's lookup table, not {where}; set ppo.kickstart_coef=0"
                 )
-        if self.ppo.mirror_augment != "none":
+        mirror_setting = (
+            f"ppo.mirror_augment={self.ppo.mirror_augment}" if self.ppo.mirror_augment != "none"
+            else f"ppo.mirror_coef={self.ppo.mirror_coef:g}" if self.ppo.mirror_coef > 0 else None
+        )  # fmt: skip
+        if mirror_setting is not None:
             where = (
                 "a Gymnasium environment (no known mirror)" if self.gym.env_id is not None
                 else f"algo={self.algo} (feed-forward PPO only)" if self.algo != "ppo"
@@ -812,8 +823,8 @@ class Config(_Strict):
             )  # fmt: skip
             if where is not None:
                 raise ValueError(
-                    f"ppo.mirror_augment={self.ppo.mirror_augment} mirrors Rocket League rows of speedflip's own "
-                    f"observation builders and lookup table, not {where}; set ppo.mirror_augment=none"
+                    f"{mirror_setting} mirrors Rocket League rows of speedflip's own observation builders and lookup "
+                    f"table, not {where}; set ppo.mirror_augment=none and ppo.mirror_coef=0"
                 )
         if self.ppo.bootstrap_through_goals and (self.gym.env_id is not None or self.env.rlgym is not None):
             where = "a Gymnasium environment" if self.gym.env_id is not None else "env.rlgym (its own done conditions)"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from speedflip.algos.ppo import Batch, mirror_batch, ppo_update
+from speedflip.algos.ppo import Batch, mirror_batch, mirror_kl, ppo_update
 from speedflip.algos.ppo_learner import PPOLearner
 from speedflip.config import ConfigError, build_config
 from speedflip.models.build import build_policy_model
@@ -108,7 +108,7 @@ def test_a_mirrored_update_takes_as_many_steps_on_twice_the_rows_and_reports_its
 
 def test_the_learner_keeps_mirror_symmetric_observation_statistics() -> None:
     cfg = _cfg(mirror_augment="both")
-    with pytest.raises(ValueError, match="needs the environment's mirror"):
+    with pytest.raises(ValueError, match="need the environment's mirror"):
         PPOLearner(cfg, build_policy_model(cfg, OBS_DIM, NUM_ACTIONS), torch.device("cpu"), OBS_DIM)
     learner = PPOLearner(cfg, build_policy_model(cfg, OBS_DIM, NUM_ACTIONS), torch.device("cpu"), OBS_DIM, SWAP)
     assert isinstance(learner.model, ActorCritic)
@@ -130,13 +130,48 @@ def test_the_learner_keeps_mirror_symmetric_observation_statistics() -> None:
 @pytest.mark.parametrize(
     ("overrides", "named"),
     [
-        ({"gym": {"env_id": "CartPole-v1"}, "ppo": {"mirror_augment": "random", "minibatch_size": 256}}, "Gymnasium"),
+        ({"gym": {"env_id": "CartPole-v1"}}, "Gymnasium"),
         ({"algo": "ppo_recurrent"}, "algo=ppo_recurrent"),
         ({"env": {"action_masking": True}}, "env.action_masking=true"),
     ],
 )
 def test_configs_the_mirror_does_not_fit_are_refused(overrides: dict[str, object], named: str) -> None:
-    with pytest.raises(
-        ConfigError, match=rf"ppo\.mirror_augment=(both|random) .*{named}.*set ppo\.mirror_augment=none"
-    ):
-        build_config({"ppo": {"mirror_augment": "both"}} | overrides)
+    fix = r"set ppo\.mirror_augment=none and ppo\.mirror_coef=0"
+    for setting, message in (({"mirror_augment": "both"}, r"ppo\.mirror_augment=both"),
+                             ({"mirror_coef": 0.5}, r"ppo\.mirror_coef=0\.5")):  # fmt: skip
+        with pytest.raises(ConfigError, match=rf"{message} .*{named}.*{fix}"):
+            build_config({"ppo": {**setting, "minibatch_size": 256}} | overrides)
+
+
+def test_the_symmetry_loss_is_the_policys_kl_from_its_mirror_and_training_on_it_lowers_it() -> None:
+    cfg = _cfg(mirror_coef=1.0)
+    model = build_policy_model(cfg, OBS_DIM, NUM_ACTIONS)
+    assert isinstance(model, ActorCritic)
+    obs = torch.randn(ROWS, OBS_DIM, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():  # a sharper untrained policy, so that its KL from its mirror is far from 0
+        for parameter in model.policy.parameters():
+            parameter.mul_(6.0)
+    with torch.no_grad():  # by hand: p on the states, q(a) = pi(mirror(a) | mirror(s)) on their mirrors
+        p = torch.softmax(model.policy_logits(obs), -1)
+        q = torch.softmax(model.policy_logits(SWAP.obs_tensor(obs)), -1)[:, [1, 0, 2]]
+        expected = (p * (p.log() - q.log())).sum(-1).mean()
+    assert float(mirror_kl(model, obs, SWAP).detach()) == pytest.approx(float(expected), rel=1e-5)
+    assert float(mirror_kl(model, obs, IDENTITY).detach()) == pytest.approx(0.0, abs=1e-6)
+    # in the PPO loss: its part is reported, and with it the same updates leave the policy more symmetric
+    batch = _batch(model)
+    batch.mirror = SWAP
+    before = float(mirror_kl(model, batch.obs, SWAP).detach())
+    strong = _cfg(mirror_coef=10.0)
+    trained: dict[float, ActorCritic] = {}
+    for coef in (0.0, 10.0):
+        copy = build_policy_model(cfg, OBS_DIM, NUM_ACTIONS)
+        assert isinstance(copy, ActorCritic)
+        copy.load_state_dict(model.state_dict())
+        optimizer = torch.optim.Adam(copy.parameters(), lr=1e-2)
+        ppo = (strong if coef else _cfg()).ppo
+        for _ in range(20):
+            metrics = ppo_update(copy, optimizer, batch, ppo, torch.Generator().manual_seed(0))
+            assert ("mirror_loss" in metrics) == (coef > 0)  # not computed without the coefficient
+        trained[coef] = copy
+    with_loss, without = (float(mirror_kl(trained[c], batch.obs, SWAP).detach()) for c in (10.0, 0.0))
+    assert with_loss < 0.5 * before and with_loss < 0.5 * without

@@ -49,7 +49,9 @@ def test_action_mirror_negates_steer_yaw_roll_and_is_an_involution() -> None:
 
 def test_action_mirror_names_a_missing_row() -> None:
     table = np.array([[0, 0, 0, 0, 0, 0, 0, 0], [1, -1, 0, -1, 0, 0, 0, 0], [1, 0.5, 0, 0.5, 0, 0, 0, 0]], np.float32)
-    with pytest.raises(ActionError, match=r"no left-right mirror of row 1 .* ppo.mirror_augment=none"):
+    with pytest.raises(
+        ActionError, match=r"no left-right mirror of row 1 .* ppo.mirror_augment=none and ppo.mirror_coef=0"
+    ):
         action_mirror(table)
 
 

@@ -55,3 +55,21 @@ def test_random_mirroring_keeps_the_rollout_size_and_mirrors_the_rule_bots_rows_
         assert record["losses/mirror_kl"] == metrics["mirror_kl"]
     finally:
         trainer.close()
+
+
+def test_the_symmetry_loss_alone_keeps_the_rows_and_reports_the_loss() -> None:
+    cfg = tiny_config(ppo={"mirror_coef": 0.5})
+    trainer = Trainer(cfg)
+    try:
+        mirror = trainer.learner.mirror
+        assert mirror is not None
+        batch, raw_obs, stats = trainer.collect()
+        assert isinstance(batch, Batch) and len(batch) == ROWS and batch.mirrored_rows is None
+        assert batch.mirror is mirror
+        metrics = trainer.update(batch, raw_obs)
+        record = summarize_iteration(trainer, stats, metrics, 1.0, 1.0)
+        assert record["losses/mirror_loss"] == metrics["mirror_loss"] > 0.0 and "losses/mirror_kl" not in record
+        rms = trainer.learner.obs_rms  # the statistics are mirror-symmetric here too
+        np.testing.assert_allclose(rms.mean[mirror.obs_index] * mirror.obs_sign, rms.mean, atol=1e-6)
+    finally:
+        trainer.close()

@@ -64,6 +64,7 @@ class Batch:
     anchor_logits: torch.Tensor | None = None  # [B, A] the released policy's logits (ppo.release_kl_coef)
     mirrored_rows: torch.Tensor | None = None  # [B] bool: rows that are mirrors (ppo.mirror_augment)
     minibatch_scale: int = 1  # rows per sample in a minibatch (2: every row and its mirror)
+    mirror: Mirror | None = None  # the left-right mirror the symmetry loss uses (ppo.mirror_coef)
 
     def __len__(self) -> int:
         return int(self.actions.shape[0])
@@ -113,6 +114,15 @@ def mirror_batch(batch: Batch, mirror: Mirror, mode: str, generator: torch.Gener
         mirrored_rows=torch.arange(2 * len(batch), device=batch.obs.device) >= len(batch),
         minibatch_scale=2,
     )
+
+
+def mirror_kl(model: ActorCritic, obs: torch.Tensor, mirror: Mirror) -> torch.Tensor:
+    """The symmetry loss: mean over ``obs`` of ``KL(pi(. | s) || pi(mirror(.) | mirror(s)))``, with gradients
+    through both passes (0 for a mirror-symmetric policy)."""
+    log_p = torch.log_softmax(model.policy_logits(obs), dim=-1)
+    index = torch.as_tensor(mirror.action_index, device=obs.device)
+    log_q = torch.log_softmax(model.policy_logits(mirror.obs_tensor(obs)), dim=-1)[:, index]
+    return (log_p.exp() * (log_p - log_q)).sum(-1).mean()
 
 
 def ppo_losses(
@@ -166,6 +176,10 @@ def ppo_losses(
     if release_kl is not None:
         release_kl = release_kl.mean()
         loss = loss + cfg.release_kl_coef * release_kl
+    mirror_loss = None
+    if cfg.mirror_coef > 0 and batch.mirror is not None:
+        mirror_loss = mirror_kl(model, batch.obs[idx], batch.mirror)
+        loss = loss + cfg.mirror_coef * mirror_loss
     with torch.no_grad():
         approx_kl = ((ratio - 1) - log_ratio).mean()
         clip_fraction = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
@@ -181,6 +195,8 @@ def ppo_losses(
         parts["kickstart_agreement"] = teacher_is_mode.float().mean()  # the rule bot's row is the most likely one
     if release_kl is not None:
         parts["release_kl"] = release_kl.detach()
+    if mirror_loss is not None:
+        parts["mirror_loss"] = mirror_loss.detach()
     return loss, parts
 
 

@@ -61,12 +61,15 @@ class PPOLearner:
     def __init__(
         self, cfg: Config, model: PolicyModel, device: torch.device, obs_dim: int, mirror: Mirror | None = None
     ) -> None:
-        """``mirror``: the game's symmetry, for ``ppo.mirror_augment`` (required then; the trainer builds it)."""
-        if cfg.ppo.mirror_augment != "none" and mirror is None:
-            raise ValueError(f"ppo.mirror_augment={cfg.ppo.mirror_augment} needs the environment's mirror "
-                             "(speedflip.env.mirror)")  # fmt: skip
+        """``mirror``: the game's symmetry, for ``ppo.mirror_augment`` and ``ppo.mirror_coef`` (required then; the
+        trainer builds it)."""
+        uses_mirror = cfg.ppo.mirror_augment != "none" or cfg.ppo.mirror_coef > 0
+        if uses_mirror and mirror is None:
+            raise ValueError(
+                "ppo.mirror_augment / ppo.mirror_coef need the environment's mirror (speedflip.env.mirror)"
+            )
         self.cfg = cfg
-        self.mirror = mirror if cfg.ppo.mirror_augment != "none" else None
+        self.mirror = mirror if uses_mirror else None
         self.ppo = cfg.ppo  # the settings the schedule may change (learning rate, entropy)
         self.device = device
         self.model = model.to(device)
@@ -154,8 +157,10 @@ class PPOLearner:
             returns=tensor(returns.reshape(-1)),
             teacher_actions=None if rollout.teacher_actions is None else tensor(rollout.teacher_actions.reshape(-1)),
         )
-        if self.mirror is not None:  # ppo.mirror_augment: the rows' left-right mirrors
+        if self.mirror is not None and ppo.mirror_augment != "none":  # the rows' left-right mirrors
             batch = mirror_batch(batch, self.mirror, ppo.mirror_augment, self.generator)
+        if self.mirror is not None and ppo.mirror_coef > 0:  # the symmetry loss
+            batch.mirror = self.mirror
         if self.release_anchor is not None:
             batch.anchor_logits = self.release_anchor.anchor_logits(batch.obs)
         return batch
@@ -259,8 +264,9 @@ class PPOLearner:
         self.guard.snapshot()
 
     def _symmetrize_obs_statistics(self) -> None:
-        """With ``ppo.mirror_augment``: make loaded observation statistics those of the observations and their
-        mirrors together (exact for the mixture), so that mirroring a normalized row stays exact."""
+        """With a mirror (``ppo.mirror_augment``, ``ppo.mirror_coef``): make loaded observation statistics those
+        of the observations and their mirrors together (exact for the mixture), so that mirroring a normalized row
+        stays exact."""
         if self.mirror is None:
             return
         rms, index, sign = self.obs_rms, self.mirror.obs_index, self.mirror.obs_sign.astype(np.float64)

@@ -3,7 +3,8 @@
 The field, its goals, boost pads and kickoff spots are symmetric under the reflection ``x -> -x`` (the
 plane through both goals' centres), and so is RocketSim's car. A transition mirrored that way is a
 transition the game can produce: the same ball and cars on the other side, the mirrored controls (steer,
-yaw and roll turned the other way). ``ppo.mirror_augment`` trains on each rollout row and its mirror
+yaw and roll turned the other way). ``ppo.mirror_augment`` trains on the rollout rows' mirrors, ``ppo.mirror_coef``
+holds the policy near its own mirror
 (docs/learning.md, fifty-fourth session).
 
 How each observed quantity changes, with ``R = diag(-1, 1, 1)``:
@@ -87,7 +88,7 @@ def action_mirror(table: Array) -> Array:
             raise ActionError(
                 f"the action table has no left-right mirror of row {i} ({table[i].tolist()}): it needs a row "
                 f"{row.tolist()} (steer, yaw and roll negated); add it to env.action_table or set "
-                "ppo.mirror_augment=none"
+                "ppo.mirror_augment=none and ppo.mirror_coef=0"
             )
         mirror[i] = int(hits[0])
     return mirror
@@ -99,7 +100,7 @@ def pad_mirror(pad_positions: Array) -> Array:
     dist = np.linalg.norm(pad_positions[None, :, :] - target[:, None, :], axis=-1)
     mirror: Array = np.argmin(dist, axis=1).astype(np.int64)
     if np.any(dist[np.arange(len(mirror)), mirror] > 1.0) or len(set(mirror.tolist())) != len(mirror):
-        raise MirrorError("the arena's boost pads are not left-right symmetric; ppo.mirror_augment cannot be used")
+        raise MirrorError("the arena's boost pads are not left-right symmetric; the mirror cannot be used")
     return mirror
 
 
@@ -153,8 +154,8 @@ def env_mirror(env: EnvConfig, table: Array) -> Mirror:
     """The left-right mirror of an environment built from ``env`` acting with the lookup ``table``."""
     if env.rlgym is not None:
         raise MirrorError(
-            "ppo.mirror_augment needs speedflip's own observation builders, not env.rlgym (an RLGym v2 "
-            "observation has no known mirror); set ppo.mirror_augment=none"
+            "the left-right mirror needs speedflip's own observation builders, not env.rlgym (an RLGym v2 "
+            "observation has no known mirror); set ppo.mirror_augment=none and ppo.mirror_coef=0"
         )
     positions = soccar_pad_positions()
     if env.obs_builder == "advanced":

@@ -135,6 +135,10 @@ class ActorCritic(nn.Module):
         kl = (anchor_log_p.exp() * (anchor_log_p - torch.log_softmax(params.float(), dim=-1))).sum(-1)
         return log_prob, entropy, self.value(obs), kl
 
+    def policy_logits(self, obs: torch.Tensor) -> torch.Tensor:
+        """The policy's output ``[B, A]`` on ``obs`` in float32, with gradients (the symmetry loss takes it)."""
+        return self._policy(obs).float()
+
     def anchor_logits(self, obs: torch.Tensor) -> torch.Tensor:
         """The policy's logits ``[B, A]`` on ``obs`` without gradients (what :meth:`evaluate_with_anchor` takes)."""
         with torch.no_grad():

@@ -86,9 +86,9 @@ class Trainer:
         self.collector = self._new_collector()
         env = self.collector.env
         self.action_form = self.env_cfg.env.action_form
-        # ppo.mirror_augment: the field's left-right mirror of every row (the obs layout is the same in every stage)
+        # ppo.mirror_augment / mirror_coef: the field's left-right mirror (the obs layout is the same in every stage)
         mirror = None
-        if cfg.ppo.mirror_augment != "none":
+        if cfg.ppo.mirror_augment != "none" or cfg.ppo.mirror_coef > 0:
             mirror = env_mirror(self.env_cfg.env, table_for(self.env_cfg.env).table)
         model = self._build_model(env.obs_dim, env.num_actions)
         self.learner = PPOLearner(cfg, model, self.device, env.obs_dim, mirror)
@@ -425,6 +425,8 @@ def summarize_iteration(
         record["losses/release_kl"] = metrics.get("release_kl")
     if trainer.cfg.ppo.mirror_augment != "none":  # how far the policy is from its own left-right mirror
         record["losses/mirror_kl"] = metrics.get("mirror_kl")
+    if trainer.cfg.ppo.mirror_coef > 0:  # the symmetry loss: the policy's KL from its mirror on the minibatches
+        record["losses/mirror_loss"] = metrics.get("mirror_loss")
     for name, mean in stats.reward_means.items():
         record[f"rewards/{name}"] = mean
     record.update(trainer.collector.metrics())  # the backend's own (Ray: actor restarts, stale rollouts, transfers)
