@@ -369,6 +369,11 @@ class PPOConfig(_Strict):
     def _layers(cls, v: list[int]) -> list[int]:
         return _check_layers(v, "[256, 256]")
 
+    @property
+    def uses_mirror(self) -> bool:
+        """Whether training needs the game's left-right mirror (``mirror_augment`` or ``mirror_coef``)."""
+        return self.mirror_augment != "none" or self.mirror_coef > 0
+
     @model_validator(mode="after")
     def _lr_schedule(self) -> PPOConfig:
         if self.lr_target_kl is not None and self.anneal_lr:

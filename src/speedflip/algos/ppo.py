@@ -274,19 +274,19 @@ def ppo_update(
     A mirrored batch's metrics hold ``mirror_kl``: how far the policy is from its own mirror before the update
     (the approximate KL of PPO's ratio on up to 512 mirrored rows; 0 for a mirror-symmetric policy).
     """
-    mirror_kl = None
+    asymmetry = None
     if batch.mirrored_rows is not None:
         rows = torch.nonzero(batch.mirrored_rows).flatten()[:512]  # a diagnostic: a few rows suffice
         with torch.no_grad():
             mirrored_log_probs, _, _ = model.evaluate(batch.obs[rows], batch.actions[rows])
             log_ratio = mirrored_log_probs - batch.log_probs[rows]
-            mirror_kl = float(((log_ratio.exp() - 1) - log_ratio).mean())
+            asymmetry = float(((log_ratio.exp() - 1) - log_ratio).mean())
     per_minibatch = cfg.minibatch_size * batch.minibatch_scale
     metrics = minibatch_epochs(
         model, optimizer, len(batch), per_minibatch,
         lambda idx: ppo_losses(model, batch, idx, cfg), cfg, generator, step,
     )  # fmt: skip
     metrics["explained_variance"] = explained_variance(batch.values, batch.returns)
-    if mirror_kl is not None:
-        metrics["mirror_kl"] = mirror_kl
+    if asymmetry is not None:
+        metrics["mirror_kl"] = asymmetry
     return metrics

@@ -63,13 +63,12 @@ class PPOLearner:
     ) -> None:
         """``mirror``: the game's symmetry, for ``ppo.mirror_augment`` and ``ppo.mirror_coef`` (required then; the
         trainer builds it)."""
-        uses_mirror = cfg.ppo.mirror_augment != "none" or cfg.ppo.mirror_coef > 0
-        if uses_mirror and mirror is None:
+        if cfg.ppo.uses_mirror and mirror is None:
             raise ValueError(
                 "ppo.mirror_augment / ppo.mirror_coef need the environment's mirror (speedflip.env.mirror)"
             )
         self.cfg = cfg
-        self.mirror = mirror if uses_mirror else None
+        self.mirror = mirror if cfg.ppo.uses_mirror else None
         self.ppo = cfg.ppo  # the settings the schedule may change (learning rate, entropy)
         self.device = device
         self.model = model.to(device)

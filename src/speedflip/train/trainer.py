@@ -88,7 +88,7 @@ class Trainer:
         self.action_form = self.env_cfg.env.action_form
         # ppo.mirror_augment / mirror_coef: the field's left-right mirror (the obs layout is the same in every stage)
         mirror = None
-        if cfg.ppo.mirror_augment != "none" or cfg.ppo.mirror_coef > 0:
+        if cfg.ppo.uses_mirror:
             mirror = env_mirror(self.env_cfg.env, table_for(self.env_cfg.env).table)
         model = self._build_model(env.obs_dim, env.num_actions)
         self.learner = PPOLearner(cfg, model, self.device, env.obs_dim, mirror)
