@@ -908,6 +908,8 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         "trainer_bookkeeping": "trainer: normalise, buffers, GAE",
         "learn": "PPO update",
     }
+    if r["config"]["resolved"]["run"]["overlap_collection"]:  # the update ran in a thread during collection's time
+        labels["learn"] = "PPO update (inside collection: run.overlap_collection)"
     backends = list(r["breakdown_ms_per_1000_agent_steps"])
     for b in backends:
         bd.add_column(b, justify="right")

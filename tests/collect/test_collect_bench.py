@@ -60,7 +60,10 @@ def test_tiny_bench_measures_everything(tmp_path: Path) -> None:
     # RSS growth: meaningful in a fresh `speedflip bench` process; here the test process may reuse freed memory
     assert results["memory"]["inprocess_mb_per_arena"] is None or results["memory"]["inprocess_mb_per_arena"] >= 0
     print_report(results, console)
-    assert "physics limit" in console.export_text()
+    report = console.export_text()
+    assert "physics limit" in report
+    # the 1v1 preset overlaps the update with collection: the breakdown says where its time went
+    assert "PPO update (inside collection: run.overlap_collection)" in report
     path = write_json(results, tmp_path / "out" / "bench.json")
     assert json.loads(path.read_text())["config"]["num_arenas"] == 2
     # the 1v1 preset plays the rule bot and the idle car in its pool arenas: worker processes drive them too (the
