@@ -105,6 +105,12 @@ def _parser() -> argparse.ArgumentParser:
     pick.add_argument("--games", type=int, help="games per anchor and milestone, even (default: the run's, 32)")
     pick.add_argument("--game-seconds", type=float, help="simulated seconds per game (default: the run's, 60)")
     pick.add_argument("--seed", type=int, help="the games' seed (default: the run's seed + 7)")
+    pick.add_argument(
+        "--by",
+        choices=["score", "own_goal_veto"],
+        help="score: the best score against the rule bot and the idle car ships; own_goal_veto: the shipped bot "
+        "stays unless it scores an own goal against the idle car (default: the run's selfplay.final_pick_by)",
+    )
     bench = sub.add_parser(
         "bench", help="collection and training throughput vs the physics limit and RLGym's loop (one process)"
     )
@@ -262,7 +268,7 @@ def _cmd_league(args: argparse.Namespace, console: Console) -> int:
 def _cmd_pick(args: argparse.Namespace, console: Console) -> int:
     from speedflip.selfplay.final_pick import run_pick
 
-    return run_pick(args.run, args.milestones, args.games, args.game_seconds, args.seed, console)
+    return run_pick(args.run, args.milestones, args.games, args.game_seconds, args.seed, console, by=args.by)
 
 
 def _cmd_watch(args: argparse.Namespace, console: Console) -> int:

@@ -578,6 +578,13 @@ class SelfPlayConfig(_Strict):
         32, ge=2, multiple_of=2, description="final pick: games per anchor and milestone (even: sides are swapped)"
     )
     final_pick_game_seconds: float = Field(60.0, gt=0, description="final pick: simulated seconds per game")
+    final_pick_by: Literal["score", "own_goal_veto"] = Field(
+        "score",
+        description="final pick: 'score' = the best score rate against the rule bot and the idle car ships; "
+        "'own_goal_veto' = the rating's shipped bot stays unless it scores an own goal against the idle car as "
+        "exported, then the newest of the last milestones that scores none ships (docs/learning.md, fifty-eighth "
+        "session)",
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _rule_share_needs_the_rule_bot(self) -> SelfPlayConfig:

@@ -13,9 +13,16 @@ from sp_helpers import tiny_config
 from speedflip.config import ConfigError, build_config
 from speedflip.selfplay import final_pick as final_pick_module
 from speedflip.selfplay.best import BestMilestone, read_best, write_best
-from speedflip.selfplay.final_pick import FINAL_PICK_SEED_OFFSET, Candidate, final_pick, pick_best
+from speedflip.selfplay.final_pick import (
+    FINAL_PICK_SEED_OFFSET,
+    Candidate,
+    final_pick,
+    pick_best,
+    pick_without_own_goal,
+    veto_order,
+)
 from speedflip.selfplay.league import IDLE_PLAYER, REFERENCE_PLAYER, League
-from speedflip.selfplay.rating import anchor_games
+from speedflip.selfplay.rating import anchor_games, idle_own_goals
 
 
 def _candidate(step: int, rule: float, idle: float, games: int = 4) -> Candidate:
@@ -148,6 +155,17 @@ def test_a_rated_run_ends_with_the_final_pick(tmp_path: Path) -> None:
     assert (again["games_per_anchor"], again["game_seconds"], again["seed"]) == (2, 2.0, 5)
     assert json.loads((run / "best.json").read_text())["name"] == again["picked"]["name"]
 
+    # the own-goal veto on the same run: the shipped bot plays the idle car first
+    shipped = again["picked"]["name"]
+    assert (
+        main(["pick", str(run), "--by", "own_goal_veto", "--milestones", "2", "--games", "2", "--game-seconds", "2"])
+        == 0
+    )
+    veto = json.loads((run / "final_pick.json").read_text())
+    assert veto["by"] == "own_goal_veto" and veto["candidates"][0]["name"] == shipped
+    assert all(set(c["games"]) == {IDLE_PLAYER} for c in veto["candidates"])
+    assert json.loads((run / "best.json").read_text())["name"] == veto["picked"]["name"]
+
 
 def test_pick_of_a_folder_that_is_no_run_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from speedflip.cli import main
@@ -159,3 +177,77 @@ def test_pick_of_a_folder_that_is_no_run_says_so(tmp_path: Path, capsys: pytest.
     assert main(["pick", str(tmp_path), "--milestones", "0"]) != 0
     err = capsys.readouterr().err
     assert "--milestones must be at least 1" in err and "Traceback" not in err
+
+
+def _vetoed(step: int, own_goals: int, games: int = 8) -> Candidate:
+    return Candidate(f"main@{step}", step, Path(str(step)), {IDLE_PLAYER: 8.0}, {IDLE_PLAYER: games},
+                     {IDLE_PLAYER: own_goals})  # fmt: skip
+
+
+def test_the_veto_plays_the_shipped_bot_first_then_the_newest() -> None:
+    last = [Path("m/300"), Path("m/400"), Path("m/500")]
+    assert [p.name for p in veto_order(Path("m/400"), last)] == ["400", "500", "300"]
+    assert [p.name for p in veto_order(Path("m/100"), last)] == ["100", "500", "400", "300"]  # an older shipped bot
+    assert [p.name for p in veto_order(None, last)] == ["500", "400", "300"]
+
+
+def test_the_first_milestone_without_an_own_goal_ships() -> None:
+    assert pick_without_own_goal([_vetoed(400, 0), _vetoed(500, 0)]).step == 400  # the shipped bot stays
+    assert pick_without_own_goal([_vetoed(500, 3), _vetoed(400, 1), _vetoed(300, 0)]).step == 300
+    # every one scored some: the fewest (1), of the two with 1 the newer
+    assert pick_without_own_goal([_vetoed(500, 3), _vetoed(400, 1), _vetoed(300, 1)]).step == 400
+    with pytest.raises(ValueError, match="no candidates"):
+        pick_without_own_goal([])
+
+
+def test_the_veto_replaces_a_shipped_bot_that_scores_on_itself(
+    tmp_path: Path, run_1v1: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Own goals decided here (idle_own_goals replaced): the shipped 500 scores 3 against the idle car, 400 one,
+    300 none: 300 ships and the games stop there (200 never plays); best.json keeps the stage's best score."""
+    source = next((run_1v1 / "checkpoints").iterdir())
+    run, league = _run_with_milestones(tmp_path, source, [200, 300, 400, 500], rated=[200, 300, 400, 500])
+    write_best(run, BestMilestone("milestones/main/500", "main@500", 500, 500.0, "main", anchor_score=0.8,
+                                  stage_best_score=0.9))  # fmt: skip
+    own_goals = {"500": 3, "400": 1, "300": 0, "200": 0}
+    played: list[tuple[str, int, float, int]] = []
+
+    def fake(path: Path, env: object, games: int, seconds: float, seed: int) -> tuple[int, float]:
+        played.append((path.name, games, seconds, seed))
+        return own_goals[path.name], 6.5
+
+    monkeypatch.setattr(final_pick_module, "idle_own_goals", fake)
+    cfg = tiny_config(selfplay={"final_pick_milestones": 4, "final_pick_games": 8, "final_pick_game_seconds": 5.0,
+                                "final_pick_by": "own_goal_veto"})  # fmt: skip
+    pick = final_pick(run, "main", league, cfg.env, cfg.selfplay, seed=11)
+
+    assert pick is not None and pick.by == "own_goal_veto"
+    assert played == [("500", 8, 5.0, 11), ("400", 8, 5.0, 11), ("300", 8, 5.0, 11)]
+    assert pick.picked.name == "main@300"
+    best = read_best(run)
+    assert best is not None
+    assert (best.name, best.path, best.step, best.elo) == ("main@300", "milestones/main/300", 300, 300.0)
+    assert best.anchor_score is None and best.stage_best_score == pytest.approx(0.9)
+    record = json.loads((run / "final_pick.json").read_text())
+    assert record["by"] == "own_goal_veto" and record["picked"]["name"] == "main@300"
+    assert [c["own_goals"] for c in record["candidates"]] == [{IDLE_PLAYER: 3}, {IDLE_PLAYER: 1}, {IDLE_PLAYER: 0}]
+
+    # a clean shipped bot stays, best.json untouched (its anchor score kept)
+    write_best(run, BestMilestone("milestones/main/400", "main@400", 400, 400.0, "main", anchor_score=0.8))
+    own_goals["400"] = 0
+    played.clear()
+    pick = final_pick(run, "main", league, cfg.env, cfg.selfplay, seed=11)
+    assert pick is not None and pick.picked.name == "main@400" and [p[0] for p in played] == ["400"]
+    best = read_best(run)
+    assert best is not None and best.name == "main@400" and best.anchor_score == pytest.approx(0.8)
+
+
+def test_real_games_against_the_idle_car_count_own_goals(tmp_path: Path, run_1v1: Path) -> None:
+    """The veto's games are seeded: the same milestone gives the same own goals and points twice, and own goals
+    are at most the goals it conceded (every game's points are 0, 0.5 or 1)."""
+    source = next((run_1v1 / "checkpoints").iterdir())
+    cfg = tiny_config()
+    first = idle_own_goals(source, cfg.env, 4, 3.0, 2)
+    assert first == idle_own_goals(source, cfg.env, 4, 3.0, 2)
+    own_goals, points = first
+    assert own_goals >= 0 and 0.0 <= points <= 4.0 and (2 * points) == int(2 * points)

@@ -221,6 +221,20 @@ def anchor_games(
     return points, games
 
 
+def idle_own_goals(path: Path, env: EnvConfig, games: int, game_seconds: float, seed: int) -> tuple[int, float]:
+    """The milestone at ``path`` against the idle car alone, as the exported bot plays: ``(own goals, points)``
+    over ``games`` games of ``game_seconds`` (half per side), nothing recorded. An own goal is a goal the milestone
+    conceded off its own last touch; against a car that never moves every goal conceded is one. Raises
+    :class:`RatingError` when it cannot play here or the action table has no idle (all-zero) row."""
+    _step, obs_dim = _milestone_shape(path, env)
+    try:
+        idle = idle_policy(table_from_spec(env.action_table))
+    except ValueError as err:
+        raise RatingError(f"no idle car to play against ({err})") from err
+    results = [result for _name, result in _play(path, obs_dim, env, [(IDLE_PLAYER, idle)], games, game_seconds, seed)]
+    return sum(r.own_goals_a for r in results), float(sum(r.score_a for r in results))
+
+
 def _milestone_shape(path: Path, env: EnvConfig) -> tuple[int, int]:
     """``(global_step, obs_dim)`` of the milestone at ``path``; :class:`RatingError` when it cannot be rated."""
     reason = rating_unavailable(env)

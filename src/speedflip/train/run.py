@@ -26,7 +26,13 @@ from speedflip.models.build import recurrent_spec
 from speedflip.provenance import config_hash, git_commit
 from speedflip.schedule import stage_config
 from speedflip.selfplay.best import BestMilestone, read_best, run_relative, update_best
-from speedflip.selfplay.final_pick import FINAL_PICK_FILE, FINAL_PICK_SEED_OFFSET, final_pick
+from speedflip.selfplay.final_pick import (
+    FINAL_PICK_FILE,
+    FINAL_PICK_SEED_OFFSET,
+    describe_candidate,
+    describe_games,
+    final_pick,
+)
 from speedflip.selfplay.league import GAMES_FIELDS, LeagueError
 from speedflip.selfplay.rating import RatingError, rate_milestone, rating_unavailable
 from speedflip.train.loop import TrainClock, checkpoint_meta, describe_budget
@@ -262,11 +268,7 @@ class RocketLeagueSession:
         """The last milestones against the anchors in longer games; the best becomes the shipped bot
         (:mod:`speedflip.selfplay.final_pick`); timed into the rating's seconds. It never fails the run."""
         trainer, sp = self.trainer, self.cfg.selfplay
-        console.print(
-            f"final pick: the last {sp.final_pick_milestones} milestones, {sp.final_pick_games} games of "
-            f"{sp.final_pick_game_seconds:g} s against the rule bot and the idle car each (a second Ctrl-C skips this)",
-            soft_wrap=True,
-        )
+        console.print(f"final pick: {describe_games(sp)} (a second Ctrl-C skips this)", soft_wrap=True)
         start = time.perf_counter()
         try:
             pick = final_pick(
@@ -281,10 +283,9 @@ class RocketLeagueSession:
         if pick is None:
             console.print("note: no rated milestone in this stage to pick from", soft_wrap=True)
             return
-        scores = ", ".join(f"{c.step:,} {c.score:.2f}" for c in pick.candidates)
+        scores = "; ".join(f"{c.step:,}: {describe_candidate(c, pick.by)}" for c in pick.candidates)
         console.print(
-            f"final pick in {pick.seconds:.1f} s (score rate vs rule+idle: {scores}): {pick.picked.name} ships "
-            f"({run_dir / FINAL_PICK_FILE})",
+            f"final pick in {pick.seconds:.1f} s ({scores}): {pick.picked.name} ships ({run_dir / FINAL_PICK_FILE})",
             soft_wrap=True,
         )
 
