@@ -21,9 +21,10 @@ OptionValue = float | bool
 
 REWARD_NAMES: tuple[str, ...] = (
     "goal", "goal_scored", "goal_conceded", "touch", "shot", "save", "demo", "demoed", "strong_hit",
-    "jump_shot", "basic_shot", "aimed_touch", "aimed_hit", "on_target_touch", "velocity_player_to_ball",
-    "velocity_ball_to_goal", "ball_velocity_to_own_goal", "ball_goal_distance", "goal_mouth_progress",
-    "align_ball_goal", "face_ball", "in_air", "save_boost", "collect_boost", "turtled", "recovery",
+    "jump_shot", "basic_shot", "aimed_touch", "aimed_hit", "on_target_touch", "own_goal_touch",
+    "velocity_player_to_ball", "velocity_ball_to_goal", "ball_velocity_to_own_goal", "ball_goal_distance",
+    "goal_mouth_progress", "align_ball_goal", "face_ball", "in_air", "save_boost", "collect_boost", "turtled",
+    "recovery",
 )  # fmt: skip
 """Every reward component's name (:data:`speedflip.env.rewards.REWARD_COMPONENTS` checks it holds these)."""
 

@@ -20,6 +20,7 @@ from speedflip.env.rewards import (
     goal_mouth_potential,
     goal_mouth_progress,
     on_target_touch,
+    own_goal_touch,
     touch,
     velocity_ball_to_goal,
     velocity_player_to_ball,
@@ -137,6 +138,43 @@ def test_on_target_touch_by_hand() -> None:
     np.testing.assert_array_equal(on_target_touch(ctx)[0], [1.0, 0.0])
     _set_ball(ctx.state, 0, [-2000.0, 4000.0, Z], [1500.0, -1000.0, 0.0])  # away from the goal: 0
     np.testing.assert_array_equal(on_target_touch(ctx)[0], [0.0, 0.0])
+
+
+def test_own_goal_touch_by_hand() -> None:
+    """1 on a touch that turns the ball towards the car's own posts, in a straight horizontal line.
+
+    The balls were at rest before the step (heading nowhere). Arena 0 of ``_one_v_one``: the ball flies straight at
+    orange's goal: orange 1 (its own goal), blue 0 (it attacks that goal). Arena 1: the ball moves along x only,
+    towards neither goal: 0. Then, in blue's coordinates, the ball at (0, -2120) moving (vx, -3000) reaches blue's
+    goal line (y = -5120) after 1 s at x = vx: into the own goal up to |vx| = 801.505 (vx 800: 1; 803: 0). A ball
+    moving away from the own goal costs 0 (and orange, whose goal it flies at, 1). From (-2000, -4000) moving
+    (vx, -1000) the ball reaches y = -5120 after 1.12 s at x = -2000 + 1.12 vx: -320 for vx 1500 (1), 800 for 2500
+    (1), 1024 for 2700 (0: past the post). A
+    ball that was heading in before the step too (a save that failed) costs 0. Untouched cars get 0.
+    """
+    ctx = _one_v_one()
+    ctx.prev_state = ctx.state.copy()
+    ctx.prev_state.ball[:, :, L.BALL_VEL] = 0.0
+    ctx.touched = np.ones((2, 2), bool)
+    np.testing.assert_array_equal(own_goal_touch(ctx), [[0.0, 1.0], [0.0, 0.0]])
+    ctx.touched = np.array([[True, False], [True, True]])
+    np.testing.assert_array_equal(own_goal_touch(ctx), [[0.0, 0.0], [0.0, 0.0]])
+    ctx.touched = np.ones((2, 2), bool)
+    for vx, expected in ((800.0, 1.0), (-800.0, 1.0), (803.0, 0.0), (-803.0, 0.0)):
+        _set_ball(ctx.state, 0, [0.0, -2120.0, Z], [vx, -3000.0, 0.0])
+        assert own_goal_touch(ctx)[0, 0] == expected, vx
+        assert own_goal_touch(ctx)[0, 1] == 0.0, vx  # for orange the same ball flies away from its goal
+    _set_ball(ctx.state, 0, [0.0, -2120.0, Z], [0.0, 3000.0, 0.0])  # away from blue's goal, at orange's
+    np.testing.assert_array_equal(own_goal_touch(ctx)[0], [0.0, 1.0])
+    for vx, expected in ((1500.0, 1.0), (2500.0, 1.0), (2700.0, 0.0)):
+        _set_ball(ctx.state, 0, [-2000.0, -4000.0, Z], [vx, -1000.0, 0.0])
+        assert own_goal_touch(ctx)[0, 0] == expected, vx
+    _set_ball(ctx.state, 0, [-2000.0, -4000.0, Z], [1500.0, -1000.0, 0.0])
+    assert own_goal_touch(ctx)[0, 0] == 1.0
+    ctx.prev_state.ball[:] = ctx.state.ball  # heading in before the step as well: not this touch's doing
+    assert own_goal_touch(ctx)[0, 0] == 0.0
+    ctx.prev_state = None  # no state before the step: treated as unchanged, so nothing turned
+    assert own_goal_touch(ctx)[0, 0] == 0.0
 
 
 def test_aimed_hit_by_hand() -> None:

@@ -202,6 +202,30 @@ def on_target_touch(ctx: RewardContext) -> Array:
     return _f32(ctx.touched & on_target)
 
 
+FLIP_Y = np.array([1.0, -1.0, 1.0], np.float32)  # x, y, z -> x, -y, z: the own goal line onto the opponent's
+
+
+def heads_into_own_goal(ball: Array) -> Array:
+    """``[...]`` bool: the ball (``[..., 25]``, its own team's view) moves towards the own goal line ``y = -5120`` on a
+    horizontal straight line that crosses it inside the posts (:func:`goal_line_x` of the ball seen with ``y``
+    flipped; walls, bounces and height ignored)."""
+    with np.errstate(invalid="ignore"):
+        crossing = goal_line_x(ball[..., L.BALL_POS] * FLIP_Y, ball[..., L.BALL_VEL] * FLIP_Y)
+        heads_in: Array = np.abs(crossing) <= GOAL_MOUTH_HALF_WIDTH
+    return heads_in
+
+
+def own_goal_touch(ctx: RewardContext) -> Array:
+    """On a touch: 1 when the ball heads between the car's *own* posts after the step and did not before it, else 0
+    (use a negative weight): the touch that turns the ball into the own goal (:func:`heads_into_own_goal`, which is
+    :func:`on_target_touch`'s line mirrored onto the own goal line) costs on the step it is made, not only when, and
+    if, the goal follows. A touch on a ball that was already heading in (a save that fails) and a clearance across
+    the field cost nothing."""
+    _, ball = ctx.own_view()
+    _, ball_before = ctx.own_view_before()
+    return _f32(ctx.touched & heads_into_own_goal(ball) & ~heads_into_own_goal(ball_before))
+
+
 def ball_velocity_to_own_goal(ctx: RewardContext) -> Array:
     """Ball speed towards the car's own goal, 0..1 of top speed (use a negative weight)."""
     _, ball = ctx.own_view()
@@ -330,6 +354,7 @@ REWARD_COMPONENTS: dict[str, RewardFn] = {
     "aimed_touch": aimed_touch,
     "aimed_hit": aimed_hit,
     "on_target_touch": on_target_touch,
+    "own_goal_touch": own_goal_touch,
     "velocity_player_to_ball": velocity_player_to_ball,
     "velocity_ball_to_goal": velocity_ball_to_goal,
     "ball_velocity_to_own_goal": ball_velocity_to_own_goal,
