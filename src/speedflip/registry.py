@@ -21,7 +21,7 @@ OptionValue = float | bool
 
 REWARD_NAMES: tuple[str, ...] = (
     "goal", "goal_scored", "goal_conceded", "touch", "shot", "save", "demo", "demoed", "strong_hit",
-    "jump_shot", "basic_shot", "aimed_touch", "aimed_hit", "on_target_touch", "own_goal_touch",
+    "jump_shot", "basic_shot", "aimed_touch", "aimed_hit", "on_target_touch", "own_goal_touch", "own_goal",
     "velocity_player_to_ball", "velocity_ball_to_goal", "ball_velocity_to_own_goal", "ball_goal_distance",
     "goal_mouth_progress", "align_ball_goal", "face_ball", "in_air", "save_boost", "collect_boost", "turtled",
     "recovery",

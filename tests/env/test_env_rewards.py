@@ -20,6 +20,7 @@ from speedflip.env.rewards import (
     goal_mouth_potential,
     goal_mouth_progress,
     on_target_touch,
+    own_goal,
     own_goal_touch,
     touch,
     velocity_ball_to_goal,
@@ -138,6 +139,27 @@ def test_on_target_touch_by_hand() -> None:
     np.testing.assert_array_equal(on_target_touch(ctx)[0], [1.0, 0.0])
     _set_ball(ctx.state, 0, [-2000.0, 4000.0, Z], [1500.0, -1000.0, 0.0])  # away from the goal: 0
     np.testing.assert_array_equal(on_target_touch(ctx)[0], [0.0, 0.0])
+
+
+def test_own_goal_by_hand() -> None:
+    """1 to the car that touched the ball last when its own team conceded; 0 for every other case.
+
+    Four 1v1 arenas (car 0 blue, car 1 orange), the goal and the latest touch set by hand:
+    arena 0: orange scored, blue touched last -> blue's own goal: [1, 0];
+    arena 1: orange scored, orange touched last -> an ordinary goal: [0, 0];
+    arena 2: blue scored, both cars touched in the last touching step -> counts for neither: [0, 0];
+    arena 3: no goal, blue touched last -> [0, 0].
+    Without ``last_touch`` the step's own touches stand in for it (arena 0's blue car touched in the step: 1).
+    """
+    state = GameArrays.empty(num_arenas=4, num_cars=2)
+    teams = np.array([L.BLUE, L.ORANGE])
+    goal_team = np.array([L.ORANGE, L.ORANGE, L.BLUE, -1])
+    last = np.array([[True, False], [False, True], [True, True], [True, False]])
+    ctx = RewardContext(state, teams, np.zeros((4, 2), bool), goal_team, last_touch=last)
+    np.testing.assert_array_equal(own_goal(ctx), [[1.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    assert own_goal(ctx).dtype == np.float32
+    ctx = RewardContext(state, teams, np.array([[True, False]] + [[False, False]] * 3), goal_team)
+    np.testing.assert_array_equal(own_goal(ctx), [[1.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
 
 
 def test_own_goal_touch_by_hand() -> None:

@@ -32,6 +32,7 @@ class RewardContext:
     touched: Array  # [K, C] bool: the car touched the ball during this step
     goal_team: Array  # [K] int: -1 no goal, 0 blue scored, 1 orange scored
     prev_state: GameArrays | None = None  # the state before the step (None: treated as unchanged)
+    last_touch: Array | None = None  # [K, C] bool: the car made the ball's latest touch (None: this step's touches)
 
     @property
     def before(self) -> GameArrays:
@@ -226,6 +227,17 @@ def own_goal_touch(ctx: RewardContext) -> Array:
     return _f32(ctx.touched & heads_into_own_goal(ball) & ~heads_into_own_goal(ball_before))
 
 
+def own_goal(ctx: RewardContext) -> Array:
+    """1 to the car whose touch was the ball's last when its own team conceded (use a negative weight): the own goal
+    as ``speedflip eval`` counts it, paid on the goal's step to the car that made it, on top of what ``goal`` charges
+    every car of the conceding team. The last touch is ``ctx.last_touch`` (kept by the environment across steps);
+    a last touch that a car of the scoring team shared (both sides touched in the same step) counts for neither."""
+    last = ctx.touched if ctx.last_touch is None else ctx.last_touch
+    conceding = (ctx.goal_team[:, None] >= 0) & (ctx.car_teams[None, :] != ctx.goal_team[:, None])  # [K, C]
+    scorer_touched = (last & ~conceding & (ctx.goal_team[:, None] >= 0)).any(axis=1, keepdims=True)  # [K, 1]
+    return _f32(last & conceding & ~scorer_touched)
+
+
 def ball_velocity_to_own_goal(ctx: RewardContext) -> Array:
     """Ball speed towards the car's own goal, 0..1 of top speed (use a negative weight)."""
     _, ball = ctx.own_view()
@@ -355,6 +367,7 @@ REWARD_COMPONENTS: dict[str, RewardFn] = {
     "aimed_hit": aimed_hit,
     "on_target_touch": on_target_touch,
     "own_goal_touch": own_goal_touch,
+    "own_goal": own_goal,
     "velocity_player_to_ball": velocity_player_to_ball,
     "velocity_ball_to_goal": velocity_ball_to_goal,
     "ball_velocity_to_own_goal": ball_velocity_to_own_goal,

@@ -115,6 +115,7 @@ class RocketLeagueVecEnv:
         self.ticks_since_touch = np.zeros(K, np.int64)
         self.episode_returns = np.zeros((K, C), np.float64)
         self.episode_touches = np.zeros((K, C), np.int64)
+        self.last_touch = np.zeros((K, C), bool)  # the cars that made the ball's latest touch this episode
         self.prev_scores = np.zeros((K, 2), np.int64)
         self.obs = np.zeros((K * C, self.obs_dim), np.float32)
         self.episode_stats = EpisodeTracker(K, C, cfg.tick_skip)
@@ -150,6 +151,7 @@ class RocketLeagueVecEnv:
         self.ticks_since_touch[ids] = 0
         self.episode_returns[ids] = 0.0
         self.episode_touches[ids] = 0
+        self.last_touch[ids] = False
         self.prev_scores[ids] = state.scores[ids]
         self.episode_stats.reset(ids, state, mechanics)
         self._observe(ids)
@@ -215,9 +217,12 @@ class RocketLeagueVecEnv:
         self.prev_scores[:] = state.scores
         self.prev_controls[:] = applied.reshape(K, C, NUM_CONTROLS)
 
-        rewards = self.reward_fn(RewardContext(state, self.car_teams, touched, goal_team, prev_state))
-        self.episode_ticks += self.arenas.tick_skip
         any_touch = touched.any(axis=1)
+        self.last_touch[any_touch] = touched[any_touch]
+        rewards = self.reward_fn(
+            RewardContext(state, self.car_teams, touched, goal_team, prev_state, last_touch=self.last_touch)
+        )
+        self.episode_ticks += self.arenas.tick_skip
         self.ticks_since_touch = np.where(any_touch, 0, self.ticks_since_touch + self.arenas.tick_skip)
         self.episode_returns += rewards
         self.episode_touches += touched
