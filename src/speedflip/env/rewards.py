@@ -233,8 +233,9 @@ def own_goal(ctx: RewardContext) -> Array:
     every car of the conceding team. The last touch is ``ctx.last_touch`` (kept by the environment across steps);
     a last touch that a car of the scoring team shared (both sides touched in the same step) counts for neither."""
     last = ctx.touched if ctx.last_touch is None else ctx.last_touch
-    conceding = (ctx.goal_team[:, None] >= 0) & (ctx.car_teams[None, :] != ctx.goal_team[:, None])  # [K, C]
-    scorer_touched = (last & ~conceding & (ctx.goal_team[:, None] >= 0)).any(axis=1, keepdims=True)  # [K, 1]
+    scored = ctx.goal_team[:, None] >= 0  # [K, 1]
+    conceding = scored & (ctx.car_teams[None, :] != ctx.goal_team[:, None])  # [K, C]
+    scorer_touched = (last & scored & ~conceding).any(axis=1, keepdims=True)  # [K, 1]
     return _f32(last & conceding & ~scorer_touched)
 
 
