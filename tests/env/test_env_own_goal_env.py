@@ -18,7 +18,7 @@ def test_blue_car_driving_the_ball_into_its_own_goal_is_an_own_goal(
     driving at 2,000 uu/s towards its own goal; the orange car parked at the far end. The blue car touches the ball,
     and it rolls into blue's net: ``own_goal`` pays blue 1 on the goal's step and nobody anything else. Arena 1 is
     left at its kickoff and pays nothing. The last touch is kept from the touching step to the goal's step and is
-    cleared when the arena resets."""
+    cleared when the arena resets; the goal's ``StepResult.last_touch`` still names the blue car."""
     env = make_env(num_arenas=2, rewards={"own_goal": 1.0}, no_touch_timeout_seconds=30.0)
     env.reset()
     blue, orange = int(np.flatnonzero(env.car_teams == L.BLUE)[0]), int(np.flatnonzero(env.car_teams == L.ORANGE)[0])
@@ -46,7 +46,8 @@ def test_blue_car_driving_the_ball_into_its_own_goal_is_an_own_goal(
         if result.goal_team[0] >= 0:
             assert result.goal_team[0] == L.ORANGE  # blue's own goal counts for orange
             assert rewards[0, blue] == 1.0 and rewards[0, orange] == 0.0
-            assert not env.last_touch[0].any()  # the arena reset after the goal
+            assert not env.last_touch[0].any()  # the arena reset after the goal ...
+            assert result.last_touch[0, blue] and not result.last_touch[0, orange]  # ... the step reports it before
             break
         touched_before_goal |= bool(result.touched[0, blue])
         if touched_before_goal:

@@ -9,25 +9,25 @@ import RocketSim as rsim
 
 from speedflip.env import layout as L
 from speedflip.env.vec_env import RocketLeagueVecEnv
-from speedflip.selfplay.match import OwnGoal, match_env_config, play_match, summarize, update_last_touch_team
+from speedflip.selfplay.match import OwnGoal, last_touch_team, match_env_config, play_match, summarize
 from speedflip.selfplay.policies import resolve_policy
 
 BLUE_ORANGE = np.array([True, False])  # car 0 blue, car 1 orange
 
 
 def test_last_touch_team_by_hand() -> None:
-    before = np.array([-1, L.BLUE, L.ORANGE, L.BLUE, L.ORANGE])
-    touched = np.array(
+    last_touch = np.array(
         [
-            [False, False],  # nobody: keeps -1
-            [False, True],  # orange touches after blue
-            [False, False],  # nobody: keeps orange
+            [False, False],  # nobody since the kickoff
+            [False, True],  # orange's car
+            [True, False],  # blue's car
             [True, True],  # both in one step: nobody's
-            [True, False],  # blue touches after orange
         ]
     )
-    after = update_last_touch_team(before, touched, BLUE_ORANGE)
-    assert after.tolist() == [-1, L.ORANGE, L.ORANGE, -1, L.BLUE]
+    assert last_touch_team(last_touch, BLUE_ORANGE).tolist() == [-1, L.ORANGE, L.BLUE, -1]
+    two_a_side = np.array([True, True, False, False])  # cars 0 and 1 blue
+    both_blue = np.array([[True, True, False, False], [False, True, True, False]])
+    assert last_touch_team(both_blue, two_a_side).tolist() == [L.BLUE, -1]
 
 
 def _own_goal_setup(arena: rsim.Arena, cars: list[rsim.Car], rng: np.random.Generator) -> None:

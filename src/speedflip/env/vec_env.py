@@ -44,6 +44,9 @@ class StepResult:
     episodes: list[dict[str, float]] = field(default_factory=list)
     goal_team: Array | None = None  # [K]: -1 no goal, 0 blue scored, 1 orange scored (None: not reported)
     touched: Array | None = None  # [K, C] bool: the car touched the ball during this step (before any reset)
+    # [K, C] bool: the cars that made the ball's latest touch since the episode began, as it stood after this
+    # step and before any reset (None: not reported); a reward's `RewardContext.last_touch` saw the same
+    last_touch: Array | None = None
 
 
 class RocketLeagueVecEnv:
@@ -241,6 +244,7 @@ class RocketLeagueVecEnv:
         self._observe(None)
         done = terminated | truncated
         final_obs = self.obs.copy()
+        last_touch = self.last_touch.copy()  # a reset below clears the ended arenas' rows
         episodes: list[dict[str, float]] = []
         if done.any():
             ids = np.flatnonzero(done)
@@ -265,6 +269,7 @@ class RocketLeagueVecEnv:
             episodes=episodes,
             goal_team=goal_team,
             touched=touched,
+            last_touch=last_touch,
         )
 
     def _sticky(self, idx: Array, custom: Array | None) -> Array | None:

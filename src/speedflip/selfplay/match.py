@@ -291,7 +291,6 @@ def play_match(
     goals_orange = np.zeros(K, np.int64)
     touches = np.zeros((K, C), np.int64)
     own_goals = np.zeros((K, 2), np.int64)  # [K, team]: goals the team conceded off its own last touch
-    last_touch_team = np.full(K, -1, np.int64)  # -1: nobody since the kickoff, or both teams in one step
     steps_since_kickoff = np.zeros(K, np.int64)
     # each team's last touch since the kickoff: its step and [ball x, y, car x, y] before it, world frame
     team_touch_step = np.full((K, 2), -1, np.int64)
@@ -311,16 +310,16 @@ def play_match(
         rewards = result.rewards.reshape(K, C)[:, 0]  # car 0 is blue: +1 blue goal, -1 orange goal
         goals_blue += (result.terminated.reshape(K, C)[:, 0] & (rewards > 0)).astype(np.int64)
         goals_orange += (result.terminated.reshape(K, C)[:, 0] & (rewards < 0)).astype(np.int64)
-        goal_team, touched = result.goal_team, result.touched
-        assert goal_team is not None and touched is not None  # RocketLeagueVecEnv.step reports both
+        goal_team, touched, last_touch = result.goal_team, result.touched, result.last_touch
+        assert goal_team is not None and touched is not None and last_touch is not None  # the env reports them
         touches += touched
-        last_touch_team = update_last_touch_team(last_touch_team, touched, car_is_blue)
+        touch_team = last_touch_team(last_touch, car_is_blue)  # the env's last touch, as the own_goal reward's
         steps_since_kickoff += 1
         if own_goal_log is not None:
             _record_team_touches(
                 ball_xy, car_xy, touched, car_is_blue, steps_since_kickoff, team_touch_step, team_touch
             )
-        own = (goal_team >= 0) & (last_touch_team == 1 - goal_team)  # last touched by the conceding team
+        own = (goal_team >= 0) & (touch_team == 1 - goal_team)  # last touched by the conceding team
         own_goals[own, 1 - goal_team[own]] += 1
         if own_goal_log is not None:
             for k in np.flatnonzero(own):
@@ -342,7 +341,6 @@ def play_match(
         ended_arenas = (result.terminated | result.truncated).reshape(K, C)[:, 0]
         if on_step is not None and cars_before is not None:
             on_step(cars_before, ended_arenas)
-        last_touch_team[ended_arenas] = -1
         steps_since_kickoff[ended_arenas] = 0
         team_touch_step[ended_arenas] = -1
         obs = result.obs
@@ -393,14 +391,15 @@ def _record_team_touches(
             team_touch[k, team] = (*ball_xy[k], *car_xy[k, car])
 
 
-def update_last_touch_team(last_touch_team: Array, touched: Array, car_is_blue: Array) -> Array:
-    """The team whose car touched the ball last, per arena (``[K]``; -1 after a step where both teams
-    touched it), from the previous value and this step's touches ``[K, C]``; untouched arenas keep theirs."""
-    blue = (touched & car_is_blue[None, :]).any(axis=1)
-    orange = (touched & ~car_is_blue[None, :]).any(axis=1)
-    out: Array = np.where(
-        blue & orange, -1, np.where(blue, L.BLUE, np.where(orange, L.ORANGE, last_touch_team))
-    ).astype(np.int64)
+def last_touch_team(last_touch: Array, car_is_blue: Array) -> Array:
+    """The team whose cars made the ball's latest touch, per arena (``[K]``), from the environment's
+    ``StepResult.last_touch`` (``[K, C]`` bool): -1 when nobody touched it since the kickoff or cars of
+    both teams touched it in the same step (such a touch counts for neither team)."""
+    blue = (last_touch & car_is_blue[None, :]).any(axis=1)
+    orange = (last_touch & ~car_is_blue[None, :]).any(axis=1)
+    out: Array = np.where(blue & orange, -1, np.where(blue, L.BLUE, np.where(orange, L.ORANGE, -1))).astype(
+        np.int64
+    )
     return out
 
 
