@@ -27,7 +27,8 @@ Output in ``--out``: ``skill_curve.json`` (written after every evaluation, so an
 what it measured; the load average and the busiest processes at the start and end say what else ran),
 ``skill_curve.png`` (win rate against wall-clock minutes and against agent steps, one line per
 seed x opponent), the train logs (``seed<k>.train.log``) and the eval JSONs (``seed<k>/eval/``).
-``--summarize JSON`` prints the markdown table.
+``--summarize JSON`` prints the markdown tables, and per seed the last snapshot's shipped bot against the issue's
+targets (won / drawn / lost, own goals, the run's score).
 
 Usage::
 
@@ -588,6 +589,78 @@ def summary_table(report: dict[str, Any], mode: str = "deterministic", shipped: 
     return "\n".join(lines) + foot
 
 
+TARGET_WINS_VS_RULE = 0.70  # issue "Skill per minute": win rate against the rule bot, as exported and sampled
+TARGET_WINS_VS_IDLE = 0.95  # ... against an idle car, with no own goal
+
+
+def _games(r: dict[str, Any] | None) -> str:
+    if not r or "wins" not in r:
+        return "-"
+    return (
+        f"{r['wins']} / {r['draws']} / {r['losses']} "
+        f"({r['goals_for']}:{r['goals_against']}, {r.get('own_goals_against', 0)})"
+    )
+
+
+def run_score(results: dict[str, Any]) -> float | None:
+    """The mean of the four win rates against the rule bot and the idle car, as exported and sampled (None
+    when one of them was not played): one number per run, the one the learning sessions compare runs by."""
+    rates = [
+        results.get(o, {}).get(m, {}).get("win_rate") for o in ("rule", "idle") for m in ("deterministic", "stochastic")
+    ]
+    return None if any(r is None for r in rates) else sum(rates) / 4
+
+
+def target_clauses(results: dict[str, Any]) -> dict[str, bool | None]:
+    """Which of the issue's per-run clauses a bot's final results meet (None: not played): >= 0.70 wins against
+    the rule bot and >= 0.95 against the idle car with no own goal, each as exported and sampled."""
+    out: dict[str, bool | None] = {}
+    for mode, label in (("deterministic", "exported"), ("stochastic", "sampled")):
+        rule = results.get("rule", {}).get(mode)
+        idle = results.get("idle", {}).get(mode)
+        out[f"rule {label}"] = None if not rule else rule["win_rate"] >= TARGET_WINS_VS_RULE
+        out[f"idle {label}"] = None if not idle else idle["win_rate"] >= TARGET_WINS_VS_IDLE
+        out[f"no own goal vs idle {label}"] = None if not idle else idle.get("own_goals_against", 0) == 0
+    return out
+
+
+def target_table(report: dict[str, Any]) -> str:
+    """Per seed, the shipped bot at the last snapshot: won / drawn / lost (goals for:against, own goals
+    conceded) per opponent and mode, the run's score (``run_score``) and the clauses it meets."""
+    opponents = report["config"]["opponents"]
+    modes = ["deterministic", *(["stochastic"] if report["config"].get("also_stochastic") else [])]
+    head = (
+        "| seed | agent steps | bot | play | " + " | ".join(f"vs {o}" for o in opponents) + " | score | clauses met |"
+    )
+    lines = [head, "|" + "---|" * (6 + len(opponents))]
+    for seed in report["seeds"]:
+        snaps = seed.get("snapshots") or []
+        if not snaps:
+            continue
+        last = max(snaps, key=lambda s: s["minute"])
+        results = last.get("shipped_results") or last.get("results") or {}
+        bot = last["shipped"]["name"] if last.get("shipped") and last.get("shipped_results") else "newest"
+        score = run_score(results)
+        clauses = target_clauses(results)
+        met = sum(1 for v in clauses.values() if v)
+        played = sum(1 for v in clauses.values() if v is not None)
+        for i, mode in enumerate(modes):
+            cells = [_games(results.get(o, {}).get(mode)) for o in opponents]
+            tail = (f"{score:.4f}" if score is not None else "-", f"{met} of {played}") if i == 0 else ("", "")
+            lines.append(
+                f"| {seed['seed'] if i == 0 else ''} | {last['agent_steps']:,} | {bot} | "
+                f"{'exported' if mode == 'deterministic' else 'sampled'} | "
+                + " | ".join(cells)
+                + f" | {tail[0]} | {tail[1]} |"
+            )
+    foot = (
+        "\nthe last snapshot's bot: won / drawn / lost (goals for:against, own goals conceded); score: the mean of the "
+        "win rates against rule and idle, exported and sampled; clauses: >= 0.70 wins vs rule, >= 0.95 vs idle, no "
+        "own goal vs idle, each as exported and sampled (the issue's targets, per run)."
+    )
+    return "\n".join(lines) + foot
+
+
 # --- main --------------------------------------------------------------------------------------------------
 
 
@@ -658,6 +731,7 @@ def main(argv: list[str] | None = None) -> int:
             for mode in ("deterministic", *(["stochastic"] if saved["config"].get("also_stochastic") else [])):
                 print(summary_table(saved, mode, shipped=shipped))
                 print()
+        print(target_table(saved))
         return 0
     out = Path(args.out or f"runs/skill-curve-{args.preset}")
     out.mkdir(parents=True, exist_ok=True)
@@ -719,6 +793,7 @@ def main(argv: list[str] | None = None) -> int:
         for mode in ("deterministic", *(["stochastic"] if args.also_stochastic else [])):
             print(summary_table(report, mode, shipped=shipped))
             print()
+    print(target_table(report))
     return 0
 
 

@@ -64,3 +64,45 @@ def test_the_clock_or_a_step_count_ends_the_run(skill_curve: ModuleType) -> None
     assert "run.time_budget_minutes=50.0" in skill_curve.train_settings(by_steps, 1)  # the cap stays
     with pytest.raises(SystemExit):
         skill_curve.parse_args(["--steps", "0"])
+
+
+def _result(wins: int, draws: int, own_goals: int = 0) -> dict[str, Any]:
+    losses = 100 - wins - draws
+    return {
+        "wins": wins, "draws": draws, "losses": losses, "win_rate": wins / 100, "score_rate": (wins + draws / 2) / 100,
+        "goals_for": 3 * wins, "goals_against": losses + own_goals, "own_goals_against": own_goals,
+    }  # fmt: skip
+
+
+def test_the_run_score_and_the_target_clauses_by_hand(skill_curve: ModuleType) -> None:
+    results = {
+        "rule": {"deterministic": _result(68, 20), "stochastic": _result(87, 10)},
+        "idle": {"deterministic": _result(99, 1), "stochastic": _result(99, 1, own_goals=2)},
+    }
+    # (0.68 + 0.87 + 0.99 + 0.99) / 4
+    assert skill_curve.run_score(results) == pytest.approx(0.8825)
+    assert skill_curve.target_clauses(results) == {
+        "rule exported": False, "idle exported": True, "no own goal vs idle exported": True,
+        "rule sampled": True, "idle sampled": True, "no own goal vs idle sampled": False,
+    }  # fmt: skip
+    # a mode not played: no score, its clauses unknown (None), not failed
+    exported_only = {o: {"deterministic": r["deterministic"]} for o, r in results.items()}
+    assert skill_curve.run_score(exported_only) is None
+    assert skill_curve.target_clauses(exported_only)["rule sampled"] is None
+
+
+def test_the_target_table_reads_the_shipped_bot_at_the_last_snapshot(skill_curve: ModuleType) -> None:
+    newest = {"rule": {"deterministic": _result(10, 0)}, "idle": {"deterministic": _result(10, 0)}}
+    shipped = {"rule": {"deterministic": _result(70, 30)}, "idle": {"deterministic": _result(95, 5, own_goals=1)}}
+    report = {
+        "config": {"opponents": ["rule", "idle"], "also_stochastic": False},
+        "seeds": [{"seed": 4, "snapshots": [
+            {"minute": 10, "agent_steps": 5_000_000, "results": newest},
+            {"minute": 30, "agent_steps": 15_000_000, "results": newest, "shipped_results": shipped,
+             "shipped": {"name": "main@14000000"}},
+        ]}],
+    }  # fmt: skip
+    rows = [line for line in skill_curve.target_table(report).splitlines() if line.startswith("| 4 ")]
+    assert rows == [
+        "| 4 | 15,000,000 | main@14000000 | exported | 70 / 30 / 0 (210:0, 0) | 95 / 5 / 0 (285:1, 1) | - | 2 of 3 |"
+    ]
