@@ -21,10 +21,11 @@ def module(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return load_benchmark("training_vs_shipped")
 
 
-def _results(rule_det: int, idle_det: int, rule_sto: int, idle_sto: int) -> dict[str, dict[str, dict[str, int]]]:
+def _results(rule_det: int, idle_det: int, rule_sto: int, idle_sto: int) -> dict[str, dict[str, dict[str, float]]]:
+    """Win rates of 100 games each (what skill_curve.json stores beside the counts)."""
     return {
-        "rule": {"deterministic": {"wins": rule_det}, "stochastic": {"wins": rule_sto}},
-        "idle": {"deterministic": {"wins": idle_det}, "stochastic": {"wins": idle_sto}},
+        "rule": {"deterministic": {"win_rate": rule_det / 100}, "stochastic": {"win_rate": rule_sto / 100}},
+        "idle": {"deterministic": {"win_rate": idle_det / 100}, "stochastic": {"win_rate": idle_sto / 100}},
     }
 
 
@@ -33,7 +34,7 @@ def test_shipped_score_reads_the_shipped_bot_and_needs_sampled_results(module: M
     assert module.shipped_score({"seeds": [{"snapshots": [snapshot]}]}) == pytest.approx(0.8)  # (70+100+60+90)/400
     final_only = {"results": _results(50, 90, 40, 80)}
     assert module.shipped_score({"seeds": [{"snapshots": [final_only]}]}) == pytest.approx(0.65)
-    exported_only = {"results": {"rule": {"deterministic": {"wins": 1}}, "idle": {"deterministic": {"wins": 1}}}}
+    exported_only = {"results": {o: {"deterministic": r["deterministic"]} for o, r in _results(1, 1, 1, 1).items()}}
     assert module.shipped_score({"seeds": [{"snapshots": [exported_only]}]}) is None
 
 
