@@ -607,12 +607,16 @@ def _games(r: dict[str, Any] | None) -> str:
     )
 
 
+def bot_results(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """A snapshot's shipped bot's results: the best-rated milestone's, or the newest checkpoint's when that is the
+    shipped bot (no separate ``shipped_results``); empty when none were played."""
+    return snapshot.get("shipped_results") or snapshot.get("results") or {}
+
+
 def run_score(results: dict[str, Any]) -> float | None:
     """The mean of the four win rates against the rule bot and the idle car, as exported and sampled (None
     when one of them was not played): one number per run, the one the learning sessions compare runs by."""
-    rates = [
-        results.get(o, {}).get(m, {}).get("win_rate") for o in ("rule", "idle") for m in ("deterministic", "stochastic")
-    ]
+    rates = [results.get(o, {}).get(m, {}).get("win_rate") for o in ("rule", "idle") for m in eval_modes(True)]
     return None if any(r is None for r in rates) else sum(rates) / 4
 
 
@@ -643,7 +647,7 @@ def target_table(report: dict[str, Any]) -> str:
         if not snaps:
             continue
         last = max(snaps, key=lambda s: s["minute"])
-        results = last.get("shipped_results") or last.get("results") or {}
+        results = bot_results(last)
         bot = last["shipped"]["name"] if last.get("shipped") and last.get("shipped_results") else "newest"
         score = run_score(results)
         clauses = target_clauses(results)

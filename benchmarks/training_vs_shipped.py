@@ -22,7 +22,7 @@ from statistics import correlation as pearson  # Pearson's r (Python >= 3.10)
 from typing import Any
 
 from learner_score import read_scores  # beside this script: the learner's training games against one opponent
-from skill_curve import run_score  # beside this script: the score the learning sessions compare runs by
+from skill_curve import bot_results, run_score  # beside this script: the score the learning sessions compare runs by
 
 WINDOWS_STEPS: tuple[tuple[str, float, float], ...] = (("4-8M", 4e6, 8e6), ("8-10M", 8e6, 10e6))
 
@@ -31,7 +31,7 @@ def shipped_score(skill_curve: dict[str, Any]) -> float | None:
     """The registered score (``skill_curve.run_score``) of the last snapshot's shipped bot (its own results when it
     is the final policy); None when the run has no sampled results."""
     snapshot = skill_curve["seeds"][0]["snapshots"][-1]
-    return run_score(snapshot.get("shipped_results") or snapshot.get("results") or {})
+    return run_score(bot_results(snapshot))
 
 
 def window_mean(games: list[tuple[int, float]], low_steps: float, high_steps: float) -> float:
