@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from speedflip.selfplay.league import Player as LeaguePlayer
 from speedflip.selfplay.match import (
     OBS_KEYS,
     OBSERVATION_KEYS,
+    SCRIPTED_TICK_SKIP,
     OwnGoal,
     Player,
     match_env_config,
@@ -88,6 +90,33 @@ def shipped_note(spec: str) -> str | None:
     )
 
 
+def decision_ticks(specs: tuple[str, str], options: dict[str, object]) -> tuple[int, int]:
+    """Physics ticks between decisions of each player: a checkpoint's trained ``tick_skip`` (``options``, from
+    :func:`training_obs_options`), :data:`~speedflip.selfplay.match.SCRIPTED_TICK_SKIP` for the rule bot, the
+    random player and user bots; the idle car, which never acts, takes the other player's."""
+    trained = options.get("tick_skip", SCRIPTED_TICK_SKIP)
+    assert isinstance(trained, int)
+    own = [
+        None if spec == "idle" else SCRIPTED_TICK_SKIP if spec in BUILTIN or spec.startswith("py:") else trained
+        for spec in specs
+    ]
+    a = own[0] if own[0] is not None else own[1] if own[1] is not None else SCRIPTED_TICK_SKIP
+    b = own[1] if own[1] is not None else a
+    return a, b
+
+
+def _refuse_recurrent_repeats(players: tuple[Player, Player], ticks: tuple[int, int], env_tick: int) -> None:
+    """A recurrent network steps its memory at every call, so it cannot sit out env steps between decisions."""
+    for player, player_ticks in zip(players, ticks, strict=True):
+        if player_ticks != env_tick and isinstance(player, NeuralPolicy | EnsemblePolicy) and player.recurrent:
+            raise CheckpointError(
+                f"{player.name} is a recurrent policy trained at env.tick_skip={player_ticks}; against a scripted "
+                f"player deciding every {SCRIPTED_TICK_SKIP} ticks the match would step {env_tick} ticks at a time and "
+                "it cannot repeat its actions in between: play it against another checkpoint of its run, or train it "
+                f"at a tick_skip that divides {SCRIPTED_TICK_SKIP}"
+            )
+
+
 def league_dir_for(spec_a: str, league_path: str | None) -> Path:
     """Where ratings go: ``--league``, else run A's folder, else ``runs/``."""
     if league_path:
@@ -124,21 +153,34 @@ def run_eval(
     console: Console,
 ) -> int:
     options = training_obs_options(spec_a, spec_b)
+    ticks = decision_ticks((spec_a, spec_b), options)
+    env_tick = math.gcd(*ticks)  # each player decides on its own cadence (speedflip.selfplay.match)
+    if ticks[0] != ticks[1]:
+        options = {**options, "tick_skip": env_tick}
     env = RocketLeagueVecEnv(match_env_config(games, team_size, game_seconds, obs_options=options), seed=seed)
     try:
         policy_a = resolve_player(spec_a, env, seed, deterministic)
         policy_b = resolve_player(spec_b, env, seed + 1, deterministic)
+        _refuse_recurrent_repeats((policy_a, policy_b), ticks, env_tick)
         neural = any(isinstance(p, NeuralPolicy | EnsemblePolicy) for p in (policy_a, policy_b))
         console.print(
             f"{policy_a.name} vs {policy_b.name}: {games} games of {game_seconds:g} s, {team_size}v{team_size}, "
             "sides swapped halfway" + (f"; {action_mode_text(deterministic)}" if neural else "")
         )
+        if ticks[0] != ticks[1]:
+            console.print(
+                f"A decides every {ticks[0]} ticks, B every {ticks[1]} (each at its own cadence; the match steps "
+                f"{env_tick} ticks at a time)"
+            )
         for spec in (spec_a, spec_b):
             shipped = shipped_note(spec)
             if shipped:
                 console.print(shipped, soft_wrap=True)
         own_goal_log: list[OwnGoal] = []
-        results = play_match(env, policy_a, policy_b, game_seconds, own_goal_log=own_goal_log)
+        results = play_match(
+            env, policy_a, policy_b, game_seconds, own_goal_log=own_goal_log,
+            decision_ticks=ticks if ticks[0] != ticks[1] else None,
+        )  # fmt: skip
     finally:
         env.close()
     summary = summarize(results)
@@ -197,6 +239,8 @@ def run_eval(
             "deterministic": deterministic,
             "elo_a": after[0],
             "elo_b": after[1],
+            "tick_skip_a": ticks[0],
+            "tick_skip_b": ticks[1],
             "games_detail": [r.as_dict() for r in results],
             "own_goals_detail": [g.as_dict() for g in own_goal_log],
         }

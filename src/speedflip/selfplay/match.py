@@ -11,6 +11,13 @@ a player with another table are decoded with *its own* table into raw controls (
 custom-controls path, exactly the same physics as a table row). Training against the opponent pool
 cannot do that (collection steps by index only), so :class:`~speedflip.selfplay.matchmaker.Matchmaker`
 refuses pool members with another table.
+
+Decision cadence: a match env steps ``tick_skip`` physics ticks at a time, and by default every player decides
+at every step. Given ``decision_ticks`` (:func:`play_match`), each side decides every so many ticks instead (a
+multiple of the env's ``tick_skip``) and repeats its last action in between, deciding first at every kickoff as in
+training. ``speedflip eval`` uses it so that a bot trained at another tick skip meets the scripted players at
+their own cadence (:data:`SCRIPTED_TICK_SKIP`), with the env at the greatest common divisor of the two: the
+scripted bots play differently at other cadences (docs/learning.md, sixty-ninth session).
 """
 
 from __future__ import annotations
@@ -160,6 +167,10 @@ def summarize(results: list[GameResult]) -> MatchSummary:
     )
 
 
+# the ticks between decisions of the built-in scripted players (rule, idle, random) and of user bots in
+# ``speedflip eval``: the cadence they were written and measured at (the presets' env.tick_skip)
+SCRIPTED_TICK_SKIP = 8
+
 # what a policy observes: two players in one match must agree on these
 OBSERVATION_KEYS = ("obs_builder", "obs_team_size", "frame_stack", "nearest_pads", "shuffle_slots", "tick_skip")
 # the env settings a trained policy plays with as in training: what it observes and the lookup table
@@ -261,6 +272,7 @@ def play_match(
     game_seconds: float = 120.0,
     own_goal_log: list[OwnGoal] | None = None,
     on_step: Callable[[Array, Array], None] | None = None,
+    decision_ticks: tuple[int, int] | None = None,
 ) -> list[GameResult]:
     """Play one game per arena of ``env`` (built with :func:`match_env_config`); each player acts in its
     own lookup table (see the module docstring).
@@ -274,6 +286,9 @@ def play_match(
     Given ``on_step``, it is called after every step with the car rows from before the step (a copy of
     ``env.state.cars``, ``[K, C, 2, 36]``) and the arenas a goal sent back to a kickoff in it (``[K]`` bool);
     ``env.state`` is then the state after the step (benchmarks/boost_play.py reads boost and speed so).
+    Given ``decision_ticks`` = ``(A's, the opponents')``, physics ticks between a side's decisions (each a
+    multiple of the env's ``tick_skip``), a side repeats its last action between its decisions and decides
+    first at every kickoff (see the module docstring); ``None``: every player decides at every step.
     """
     K, C = env.num_arenas, env.num_cars
     opponents: list[Player] = list(policy_b) if isinstance(policy_b, Sequence) else [policy_b] * K
@@ -299,8 +314,17 @@ def play_match(
     start_stats = _car_stats(env)
     steps = math.ceil(game_seconds * L.TICK_RATE / env.cfg.tick_skip)
     step_seconds = env.cfg.tick_skip / L.TICK_RATE
+    every = None if decision_ticks is None else _steps_between_decisions(decision_ticks, env.cfg.tick_skip, a_rows)
+    held_actions = np.zeros(env.num_agents, np.int64)
+    held_custom = np.full((env.num_agents, NUM_CONTROLS), np.nan, np.float32)
     for _ in range(steps):
         actions, custom = step_inputs(env, obs, sides)
+        if every is not None:  # a side decides on the rows whose step since the kickoff is a multiple of its every
+            deciding = np.repeat(steps_since_kickoff, C) % every == 0
+            held_actions[deciding] = actions[deciding]
+            held_custom[deciding] = np.nan if custom is None else custom[deciding]
+            actions = held_actions.copy()
+            custom = None if np.isnan(held_custom).all() else held_custom.copy()
         if own_goal_log is not None:  # where ball and cars are before the step (a goal resets the arena in it)
             ball_xy = env.arenas.state.ball[:, 0, L.BALL_POS][:, :2].copy()
             car_xy = env.arenas.state.cars[:, :, 0, L.CAR_POS][:, :, :2].copy()
@@ -369,6 +393,18 @@ def play_match(
             )
         )
     return results
+
+
+def _steps_between_decisions(decision_ticks: tuple[int, int], tick_skip: int, a_rows: Array) -> Array:
+    """``[K * C]`` env steps between decisions of each agent's side (``a_rows``: player A's agents)."""
+    bad = [ticks for ticks in decision_ticks if ticks < tick_skip or ticks % tick_skip]
+    if bad:
+        raise ValueError(
+            f"decision_ticks {decision_ticks} must be multiples of the match env's tick_skip ({tick_skip}); build "
+            f"the env at their greatest common divisor ({math.gcd(*decision_ticks)}) with match_env_config"
+        )
+    every: Array = np.where(a_rows, decision_ticks[0] // tick_skip, decision_ticks[1] // tick_skip)
+    return every
 
 
 def _record_team_touches(

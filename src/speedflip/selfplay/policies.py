@@ -26,6 +26,7 @@ from speedflip.env.action_forms import same_table, table_from_run_config
 from speedflip.env.actions import ActionError
 from speedflip.env.arenas import GameArrays
 from speedflip.models.build import ActingMemory, model_from_compat
+from speedflip.models.mlp import ActorCritic
 from speedflip.selfplay.best import BEST_FILE, best_checkpoint
 from speedflip.selfplay.rule_policy import RulePolicy
 
@@ -157,6 +158,7 @@ class NeuralPolicy:
         self.name = _describe(path, meta)
         self.global_step = int(meta.get("global_step", 0))
         self.model = model_from_compat(compat)
+        self.recurrent = not isinstance(self.model, ActorCritic)  # its memory steps at every call
         self.model.load_state_dict(load_file(str(path / "model.safetensors")))
         self.model.eval()
         self.memory = ActingMemory(self.model)
@@ -213,6 +215,7 @@ class EnsemblePolicy:
         self.name = name
         self.path = members[-1].path  # the newest member stands for the ensemble in ratings
         self.global_step = max(m.global_step for m in members)
+        self.recurrent = any(m.recurrent for m in members)
         self.deterministic = deterministic
         self.generator = torch.Generator().manual_seed(seed)
 
