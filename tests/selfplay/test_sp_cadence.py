@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sp_helpers import tiny_config
+from sp_helpers import tiny_data
 
 from speedflip.cli import main
+from speedflip.config import build_config
 from speedflip.env.arenas import GameArrays
 from speedflip.env.vec_env import RocketLeagueVecEnv, StepResult
 from speedflip.selfplay.evaluate import decision_ticks
@@ -82,15 +83,20 @@ def test_decision_ticks_must_be_multiples_of_the_env_tick() -> None:
         env.close()
 
 
-def test_eval_plays_a_tick_12_bot_against_the_rule_bot_at_8(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run = tmp_path / "tick12"
-    trainer = Trainer(tiny_config(env={"tick_skip": 12}))
+def _tiny_run(run: Path, algo: str = "ppo", **sections: dict[str, object]) -> Path:
+    """One collect + update of a tiny 1v1 run with ``sections`` merged into its config; saved under ``run``."""
+    trainer = Trainer(build_config({**tiny_data(**sections), "algo": algo}))
     try:
         batch, raw_obs, _ = trainer.collect()
         trainer.update(batch, raw_obs)
         trainer.save(run / "checkpoints")
     finally:
         trainer.close()
+    return run
+
+
+def test_eval_plays_a_tick_12_bot_against_the_rule_bot_at_8(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _tiny_run(tmp_path / "tick12", env={"tick_skip": 12})
     out = tmp_path / "m.json"
     code = main(["eval", str(run), "rule", "--games", "2", "--game-seconds", "4", "--json", str(out),
                  "--league", str(tmp_path / "league.json")])  # fmt: skip
@@ -117,3 +123,20 @@ def test_eval_plays_a_tick_12_bot_against_the_rule_bot_at_8(tmp_path: Path, caps
 def test_decision_ticks_per_player(specs: tuple[str, str], trained: int | None, expected: tuple[int, int]) -> None:
     options: dict[str, object] = {} if trained is None else {"tick_skip": trained}
     assert decision_ticks(specs, options) == expected
+
+
+def test_eval_refuses_a_recurrent_bot_that_would_repeat_actions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recurrent = {"hidden_size": 8, "sequence_length": 8, "encoder_layers": [8], "head_layers": [8]}
+    run = _tiny_run(tmp_path / "lstm12", "ppo_recurrent", env={"tick_skip": 12}, recurrent=recurrent)
+    code = main(["eval", str(run), "rule", "--games", "2", "--game-seconds", "2",
+                 "--league", str(tmp_path / "league.json")])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code != 0
+    message = " ".join((captured.out + captured.err).split())
+    assert "is a recurrent policy trained at env.tick_skip=12" in message and "Traceback" not in message
+    assert not (tmp_path / "league.json").exists()  # nothing rated
+    # against idle (no cadence of its own) it plays at its trained tick skip
+    assert main(["eval", str(run), "idle", "--games", "2", "--game-seconds", "2",
+                 "--league", str(tmp_path / "league.json")]) == 0  # fmt: skip
