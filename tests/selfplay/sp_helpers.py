@@ -32,10 +32,11 @@ def tiny_config(**sections: dict[str, Any]) -> Config:
     return build_config(tiny_data(**sections))
 
 
-def train_tiny_run(run_dir: Path, team_size: int) -> Path:
-    """One collect + PPO update of a tiny ``team_size`` v ``team_size`` run; saved to run_dir/checkpoints."""
-    cfg = tiny_config(env={"blue_size": team_size, "orange_size": team_size})
-    trainer = Trainer(cfg)
+def train_tiny_run(run_dir: Path, team_size: int = 1, algo: str = "ppo", **sections: dict[str, Any]) -> Path:
+    """One collect + update of a tiny ``team_size`` v ``team_size`` run of ``algo`` with ``sections`` merged into
+    its config; saved to run_dir/checkpoints (the checkpoint's path is returned)."""
+    env = {"blue_size": team_size, "orange_size": team_size, **sections.pop("env", {})}
+    trainer = Trainer(build_config({**tiny_data(env=env, **sections), "algo": algo}))
     try:
         batch, raw_obs, _ = trainer.collect()
         trainer.update(batch, raw_obs)

@@ -8,15 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sp_helpers import tiny_data
+from sp_helpers import train_tiny_run
 
 from speedflip.cli import main
-from speedflip.config import build_config
 from speedflip.env.arenas import GameArrays
 from speedflip.env.vec_env import RocketLeagueVecEnv, StepResult
 from speedflip.selfplay.evaluate import decision_ticks
 from speedflip.selfplay.match import SCRIPTED_TICK_SKIP, match_env_config, play_match
-from speedflip.train.trainer import Trainer
 
 
 class CountingPolicy:
@@ -83,20 +81,9 @@ def test_decision_ticks_must_be_multiples_of_the_env_tick() -> None:
         env.close()
 
 
-def _tiny_run(run: Path, algo: str = "ppo", **sections: dict[str, object]) -> Path:
-    """One collect + update of a tiny 1v1 run with ``sections`` merged into its config; saved under ``run``."""
-    trainer = Trainer(build_config({**tiny_data(**sections), "algo": algo}))
-    try:
-        batch, raw_obs, _ = trainer.collect()
-        trainer.update(batch, raw_obs)
-        trainer.save(run / "checkpoints")
-    finally:
-        trainer.close()
-    return run
-
-
 def test_eval_plays_a_tick_12_bot_against_the_rule_bot_at_8(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run = _tiny_run(tmp_path / "tick12", env={"tick_skip": 12})
+    run = tmp_path / "tick12"
+    train_tiny_run(run, env={"tick_skip": 12})
     out = tmp_path / "m.json"
     code = main(["eval", str(run), "rule", "--games", "2", "--game-seconds", "4", "--json", str(out),
                  "--league", str(tmp_path / "league.json")])  # fmt: skip
@@ -129,7 +116,8 @@ def test_eval_refuses_a_recurrent_bot_that_would_repeat_actions(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     recurrent = {"hidden_size": 8, "sequence_length": 8, "encoder_layers": [8], "head_layers": [8]}
-    run = _tiny_run(tmp_path / "lstm12", "ppo_recurrent", env={"tick_skip": 12}, recurrent=recurrent)
+    run = tmp_path / "lstm12"
+    train_tiny_run(run, algo="ppo_recurrent", env={"tick_skip": 12}, recurrent=recurrent)
     code = main(["eval", str(run), "rule", "--games", "2", "--game-seconds", "2",
                  "--league", str(tmp_path / "league.json")])  # fmt: skip
     captured = capsys.readouterr()
