@@ -525,6 +525,17 @@ class SelfPlayConfig(_Strict):
         description="fixed share of pool games against the idle car, which never touches its controls: an "
         "open-net drill where every goal conceded is the learner's own (0 = the idle car is not in the pool)",
     )
+    rule_noise: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="share of the rule bot's decisions in pool games spent on random excursions: a uniformly random "
+        "lookup-table row held for `rule_noise_hold_steps` env steps, so the learner meets a less predictable rule "
+        "bot (0 = the rule bot as it is; its evaluations, ratings and kickstart labels are never noisy)",
+    )
+    rule_noise_hold_steps: int = Field(
+        8, ge=1, description="env steps (decisions) one random excursion of the noisy rule bot lasts"
+    )
     sampling: Literal["uniform", "elo_weighted", "recent_weighted", "difficulty_adjusted"] = "elo_weighted"
     temperature: float = Field(100.0, gt=0, description="softness of the sampling weights (Elo points)")
     elo_window: float = Field(400.0, gt=0, description="elo_weighted: prefer opponents within this Elo gap")
@@ -592,6 +603,15 @@ class SelfPlayConfig(_Strict):
             raise ValueError(
                 f"rule_share={self.rule_share:g} needs the rule bot in the pool: set selfplay.include_rule=true "
                 "or leave selfplay.rule_share unset"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _rule_noise_needs_the_rule_bot(self) -> SelfPlayConfig:
+        if self.rule_noise > 0 and not self.include_rule:
+            raise ValueError(
+                f"rule_noise={self.rule_noise:g} needs the rule bot in the pool: set selfplay.include_rule=true "
+                "or selfplay.rule_noise=0"
             )
         return self
 

@@ -77,6 +77,46 @@ def test_fill_opponent_actions_replaces_exactly_the_opponent_rows(env: RocketLea
         mm.fill_opponent_actions(actions, obs, None)
 
 
+def test_noisy_rule_bot_holds_random_rows_for_their_excursions(env: RocketLeagueVecEnv) -> None:
+    """selfplay.rule_noise: the rule bot's rows, except on excursions, where one random row is held for
+    rule_noise_hold_steps env steps; the learner's rows and the kickstart labels passed in are untouched."""
+    hold = 3
+    mm = _matchmaker(env, rule_noise=0.5, rule_noise_hold_steps=hold)
+    neutral = _neutral(env)
+    rule = RulePolicy(env.actions.table).act(env.state, env.car_teams)
+    labels = rule.copy()
+    noisy_steps, starts, steps = 0, 0, 400
+    for _ in range(steps):
+        before = mm.noise_steps_left[[1, 2]].copy()
+        actions = np.full(env.num_agents, neutral, np.int64)
+        out = mm.fill_opponent_actions(actions, env.obs, env.state, rule_actions=labels)
+        after = mm.noise_steps_left[[1, 2]]
+        np.testing.assert_array_equal(labels, rule)  # the labels given are not modified
+        np.testing.assert_array_equal(np.delete(out, [1, 2]), neutral)  # the learner's rows stay the learner's
+        # on an excursion (one going on, or one that starts now: hold - 1 steps left after it) the excursion's row
+        # is played and one step is used up; off one, the rule bot's own row
+        on = (before > 0) | (after == hold - 1)
+        np.testing.assert_array_equal(out[[1, 2]], np.where(on, mm.noise_row[[1, 2]], rule[[1, 2]]))
+        np.testing.assert_array_equal(after, np.where(before > 0, before - 1, np.where(on, hold - 1, 0)))
+        noisy_steps += int(on.sum())
+        starts += int(((before == 0) & on).sum())
+    # p = 0.5 / (3 * 0.5 + 0.5) = 0.25 per step off an excursion; the noisy share is rule_noise, so half of the
+    # 2 x 400 steps in excursions of 3: about 133 of them (sd ~ 8)
+    assert 100 < starts < 170
+    assert noisy_steps / (2 * steps) == pytest.approx(0.5, abs=0.1)
+    # a game that ends cuts its excursions short
+    mm.noise_steps_left[[1, 2]] = 2
+    mm.on_step(_done(0), np.zeros(8, bool), np.array([-1, -1, -1, -1]), global_step=1)
+    np.testing.assert_array_equal(mm.noise_steps_left[[1, 2]], [0, 2])
+
+
+def test_rule_noise_needs_the_rule_bot_and_a_share_below_one() -> None:
+    with pytest.raises(ValueError, match=r"rule_noise=0\.2 needs the rule bot"):
+        SelfPlayConfig(rule_noise=0.2, include_rule=False)
+    with pytest.raises(ValueError, match="less than 1"):
+        SelfPlayConfig(rule_noise=1.0)
+
+
 def test_empty_pool_falls_back_to_self_play(env: RocketLeagueVecEnv) -> None:
     mm = _matchmaker(env, include_rule=False)
     assert mm.members == [] and mm.pool_arenas == 2

@@ -433,9 +433,7 @@ def last_touch_team(last_touch: Array, car_is_blue: Array) -> Array:
     both teams touched it in the same step (such a touch counts for neither team)."""
     blue = (last_touch & car_is_blue[None, :]).any(axis=1)
     orange = (last_touch & ~car_is_blue[None, :]).any(axis=1)
-    out: Array = np.where(blue & orange, -1, np.where(blue, L.BLUE, np.where(orange, L.ORANGE, -1))).astype(
-        np.int64
-    )
+    out: Array = np.where(blue & orange, -1, np.where(blue, L.BLUE, np.where(orange, L.ORANGE, -1))).astype(np.int64)
     return out
 
 

@@ -129,6 +129,9 @@ class Matchmaker:
             else:
                 self.members.append(Member(IDLE_PLAYER, None, 0, self.league.player(IDLE_PLAYER).rating))
         self.opponent = np.full(num_arenas, -1, np.int64)  # index into self.members per pool arena
+        # the noisy rule bot (selfplay.rule_noise): per car row, env steps left of its random excursion and its row
+        self.noise_steps_left = np.zeros(num_arenas * self.num_cars, np.int64)
+        self.noise_row = np.zeros(num_arenas * self.num_cars, np.int64)
         self.recent: list[float] = []  # learner scores of recent pool games
         self._pending_games: list[dict[str, Any]] = []
         self._stack_key: tuple[str, ...] | None = None
@@ -256,6 +259,26 @@ class Matchmaker:
                 chosen = self._policy(member).act(obs, state if state is not None else _NO_STATE, self.car_teams)
             member_rows = rows[member_of_row == index]
             out[member_rows] = chosen[member_rows]
+            if is_rule and self.cfg.rule_noise > 0:
+                member_global = global_rows[member_of_row == index]
+                out[member_rows] = self._with_excursions(member_global, out[member_rows])
+        return out
+
+    def _with_excursions(self, global_rows: Array, chosen: Array) -> Array:
+        """The rule bot's rows with random excursions (``selfplay.rule_noise``): a car not on one starts one with
+        probability ``p`` per env step and then plays one uniformly random row for ``H`` steps, the step it starts
+        included. Off runs last ``(1 - p) / p`` steps on average, so the share of noisy steps is
+        ``H p / (H p + 1 - p)``; ``p = noise / (H (1 - noise) + noise)`` makes it ``noise``."""
+        noise, hold = self.cfg.rule_noise, self.cfg.rule_noise_hold_steps
+        start_probability = noise / (hold * (1.0 - noise) + noise)
+        idle = self.noise_steps_left[global_rows] == 0
+        start = global_rows[idle & (self.rng.random(global_rows.size) < start_probability)]
+        self.noise_row[start] = self.rng.integers(0, self.table.shape[0], start.size)
+        self.noise_steps_left[start] = hold
+        on_excursion = self.noise_steps_left[global_rows] > 0
+        out = chosen.copy()
+        out[on_excursion] = self.noise_row[global_rows[on_excursion]]
+        self.noise_steps_left[global_rows[on_excursion]] -= 1
         return out
 
     def _stacked(self) -> tuple[StackedPolicies | None, dict[int, int]]:
@@ -288,6 +311,7 @@ class Matchmaker:
         if ended.size:
             for policy in self._policies.values():
                 policy.reset(ended)
+            self.noise_steps_left[ended] = 0  # a new game starts without an excursion
         self.game_steps[first_pool:end_pool] += 1
         done = (terminated | truncated).reshape(-1, C)[: end_pool - first_arena, 0]
         if not done.any():
