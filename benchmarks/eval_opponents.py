@@ -5,6 +5,8 @@ They are ``py:FILE:FUNC`` user bots (the state dict and the controls are documen
 
     speedflip eval RUN py:benchmarks/eval_opponents.py:ball_chaser
     speedflip eval RUN py:benchmarks/eval_opponents.py:goalie
+    speedflip eval RUN py:benchmarks/eval_opponents.py:bumper
+    speedflip eval RUN py:benchmarks/eval_opponents.py:shadow
 
 Their styles differ on purpose from the rule bot that training plays against
 (``src/speedflip/selfplay/rule_policy.py``, which lines up behind the ball towards the opponent goal,
@@ -18,7 +20,16 @@ retreats when the ball is behind it, and only ever steers at -1/0/1 on the looku
   goal (hitting it from the goal side, with a jump for a ball in the air); it retreats to the goal
   mouth with boost whenever it is out of position.
 
-Both play either side: every target is computed in the car's own frame of the field, where its own goal
+- ``bumper``: never plays the ball on purpose. It hunts the nearest opponent car, driving at where that car
+  will be shortly with boost whenever it roughly faces it and has boost left: bumps, and a demolition when it
+  arrives at supersonic speed. Against it the bot has to keep playing the ball while being hit and respawning.
+- ``shadow``: a defender that gives ground instead of guarding the goal mouth. It keeps a spot goal-side of the
+  ball (``SHADOW_DISTANCE`` uu back along the line from the ball to its own goal), following the ball up and down
+  the field and facing it, and challenges only when the ball comes to it: the ball in its own third, or the ball
+  close in front of it (goal-side of the ball, within ``CHALLENGE_DISTANCE`` uu): then it drives through the ball
+  towards the opponent goal with boost, and jumps at a ball in reach in the air.
+
+All four play either side: every target is computed in the car's own frame of the field, where its own goal
 is at -y (a blue car's frame is the world; an orange car's is the world turned half a turn about z).
 Controls are relative to the car, so they need no mirroring. Analog steering and throttle, unlike the
 lookup-table rule bot. Stateless: each decision depends only on the state given.
@@ -36,6 +47,8 @@ BACK_WALL_Y = 5120.0
 GOAL_HALF_WIDTH = 893.0
 BALL_RADIUS = 92.75
 CAR_REST_Z = 17.0
+SHADOW_DISTANCE = 1400.0  # shadow: how far goal-side of the ball it waits
+CHALLENGE_DISTANCE = 900.0  # shadow: a ball this close in front of it is challenged
 
 # controls columns
 THROTTLE, STEER, PITCH, YAW, ROLL, JUMP, BOOST, HANDBRAKE = range(8)
@@ -182,5 +195,93 @@ def goalie(state: dict[str, Array]) -> Array:
     )
     arriving = (car_to_ball < 350.0) | ((closing > 0.0) & (car_to_ball / np.maximum(closing, 1.0) < 0.35))
     in_reach = arriving & (ball_height > 90.0) & (ball_height < 420.0)
+    controls[:, JUMP] = (in_reach & on_ground).astype(np.float32)
+    return controls
+
+
+def bumper(state: dict[str, Array]) -> Array:
+    """At the nearest opponent car with boost, never at the ball: bumps and demolitions."""
+    n = state["car_position"].shape[0]
+    v = _own_frame(state)
+    pos, fwd = v["pos"], v["fwd"]
+    controls = np.zeros((n, 8), np.float32)
+    team = state["car_team"]
+    # every car's nearest opponent (in the car's own frame: turning the field does not change distances)
+    gaps = np.linalg.norm(state["car_position"][:, None, :2] - state["car_position"][None, :, :2], axis=2)
+    gaps = np.where(team[:, None] != team[None, :], gaps, np.inf)
+    gaps = np.where(state["car_is_demoed"][None, :] > 0.5, np.inf, gaps)  # a demolished car is not there to hit
+    if not np.isfinite(gaps).any():
+        controls[:, THROTTLE] = 1.0  # nobody to hunt (no opponent, or it is demolished): roll on
+        return controls
+    prey = np.argmin(gaps, axis=1)
+    # the prey's position and velocity in this car's own frame (turned by this car's sign, not the prey's)
+    sign = np.where(team == 0, 1.0, -1.0)[:, None]
+    flip = np.concatenate([sign, sign, np.ones_like(sign)], axis=1)
+    prey_pos = state["car_position"][prey] * flip
+    prey_vel = state["car_velocity"][prey] * flip
+    dist_now = np.linalg.norm(prey_pos[:, :2] - pos[:, :2], axis=1)
+    lead = np.clip(dist_now / 2300.0, 0.0, 0.8)[:, None]
+    target = prey_pos + prey_vel * lead
+    steer, facing, _ = _steer_towards(pos, fwd, target, gain=4.0)
+    on_ground = state["car_on_ground"] > 0.5
+    controls[:, THROTTLE] = 1.0
+    controls[:, STEER] = steer
+    controls[:, YAW] = steer
+    controls[:, BOOST] = ((facing > 0.8) & (state["car_boost"] > 0.0)).astype(np.float32)
+    controls[:, HANDBRAKE] = ((facing < -0.3) & on_ground).astype(np.float32)
+    return controls
+
+
+def shadow(state: dict[str, Array]) -> Array:
+    """Goal-side of the ball at a distance, facing it; challenges only a ball that comes to it."""
+    n = state["car_position"].shape[0]
+    v = _own_frame(state)
+    controls = np.zeros((n, 8), np.float32)
+    ball, pos, vel, fwd = v["ball_pos"], v["pos"], v["vel"], v["fwd"]
+    own_goal = np.array([0.0, -BACK_WALL_Y, 0.0])
+    opponent_goal = np.array([0.0, BACK_WALL_Y, 0.0])
+
+    # the shadow spot: SHADOW_DISTANCE back from the ball towards the own goal's centre, never behind the goal line
+    to_goal = own_goal[None, :2] - ball[:, :2]
+    unit_to_goal = to_goal / np.maximum(np.linalg.norm(to_goal, axis=1), 1e-6)[:, None]
+    spot = np.zeros_like(ball)
+    spot[:, :2] = ball[:, :2] + unit_to_goal * SHADOW_DISTANCE
+    spot[:, 1] = np.maximum(spot[:, 1], -BACK_WALL_Y + 300.0)
+
+    car_to_ball = np.linalg.norm(ball[:, :2] - pos[:, :2], axis=1)
+    goal_side = pos[:, 1] < ball[:, 1] - 50.0
+    in_own_third = ball[:, 1] < -BACK_WALL_Y / 3.0
+    challenge = goal_side & (in_own_third | (car_to_ball < CHALLENGE_DISTANCE)) & (ball[:, 2] < 400.0)
+    # a challenge drives through the ball towards the opponent goal: aim at a point just behind it on that line
+    to_opponent = opponent_goal[None, :2] - ball[:, :2]
+    to_opponent /= np.maximum(np.linalg.norm(to_opponent, axis=1, keepdims=True), 1e-6)
+    hit_point = ball.copy()
+    hit_point[:, :2] = ball[:, :2] - to_opponent * 80.0
+    target = np.where(challenge[:, None], hit_point, spot)
+    steer, facing, dist = _steer_towards(pos, fwd, target, gain=3.5)
+    on_ground = state["car_on_ground"] > 0.5
+    speed = np.linalg.norm(vel[:, :2], axis=1)
+
+    # to the spot: full throttle when far, easing off near it, stopping on it; a spot right behind: reverse
+    throttle = np.where(challenge, 1.0, np.clip(dist / 1000.0, 0.0, 1.0))
+    reverse = ~challenge & (facing < -0.6) & (dist < 1200.0)
+    throttle = np.where(reverse, -1.0, throttle)
+    steer = np.where(reverse, _cross(pos, fwd, target) * 3.0, steer).clip(-1.0, 1.0)
+    # on the spot: turn to face the ball (slowly, so the spot is kept)
+    on_spot = ~challenge & (dist < 250.0)
+    face_steer, _, _ = _steer_towards(pos, fwd, ball, gain=3.0)
+    steer = np.where(on_spot, face_steer, steer)
+    throttle = np.where(on_spot, np.where(np.abs(face_steer) > 0.3, 0.3, 0.0), throttle)
+
+    controls[:, THROTTLE] = throttle
+    controls[:, STEER] = steer
+    controls[:, YAW] = steer
+    controls[:, BOOST] = ((challenge & (facing > 0.85)) | (~challenge & (dist > 2000.0) & (facing > 0.9))).astype(
+        np.float32
+    )
+    controls[:, HANDBRAKE] = ((facing < -0.2) & ~reverse & on_ground & (speed > 500.0)).astype(np.float32)
+    # a ball in the air within reach during a challenge: jump at it
+    ball_height = ball[:, 2] - pos[:, 2]
+    in_reach = challenge & (car_to_ball < 400.0) & (ball_height > 100.0) & (ball_height < 400.0)
     controls[:, JUMP] = (in_reach & on_ground).astype(np.float32)
     return controls

@@ -18,8 +18,8 @@ slower or faster than its baseline's is then compared at the baseline's steps (a
 
 After the seed's training, every snapshot plays ``speedflip eval SNAPSHOT OPPONENT --json`` against
 ``rule`` (the bot training plays against), ``idle``, and the evaluation-only scripted bots of
-``benchmarks/eval_opponents.py`` (``ball_chaser``, ``goalie``: never used in training), with a fixed
-``--eval-seed`` and sides swapped halfway (eval does both), 60-second games, ``--games`` games for the
+``benchmarks/eval_opponents.py`` (``ball_chaser``, ``goalie``, ``bumper``, ``shadow``: never used in training),
+with a fixed ``--eval-seed`` and sides swapped halfway (eval does both), 60-second games, ``--games`` games for the
 earlier snapshots and ``--games-final`` for the last. Actions are deterministic (the most likely one,
 as the exported bot plays); ``--also-stochastic`` also evaluates sampled play.
 
@@ -64,8 +64,8 @@ from speedflip.selfplay.league import FIXED_RATINGS
 
 HERE = Path(__file__).resolve().parent
 EVAL_OPPONENTS_FILE = HERE / "eval_opponents.py"
-DEFAULT_OPPONENTS = ("rule", "idle", "ball_chaser", "goalie")
-SCRIPTED = {"ball_chaser", "goalie"}  # functions of eval_opponents.py
+DEFAULT_OPPONENTS = ("rule", "idle", "ball_chaser", "goalie", "bumper", "shadow")
+SCRIPTED = {"ball_chaser", "goalie", "bumper", "shadow"}  # functions of eval_opponents.py
 NO_LIMIT_STEPS = 10**12  # the run is stopped by the clock, never by run.total_steps
 STOP_GRACE_SECONDS = 600.0  # time allowed for the final save after SIGINT
 
@@ -699,7 +699,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--game-seconds", type=float, default=60.0, help="simulated seconds per eval game (default 60)")
     p.add_argument("--eval-seed", type=int, default=0, help="eval --seed, the same for every snapshot (default 0)")
     p.add_argument("--opponents", default=",".join(DEFAULT_OPPONENTS),
-                   help="comma-separated: rule, idle, random, ball_chaser, goalie (default: not random)")  # fmt: skip
+                   help="comma-separated: rule, idle, random, ball_chaser, goalie, bumper, shadow "
+                   "(default: all but random)")  # fmt: skip
     p.add_argument("--also-stochastic", action="store_true", help="also evaluate sampled play (--stochastic)")
     args = p.parse_args(argv)
     args.opponents = [o.strip() for o in args.opponents.split(",") if o.strip()]
