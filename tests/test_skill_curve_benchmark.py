@@ -106,3 +106,14 @@ def test_the_target_table_reads_the_shipped_bot_at_the_last_snapshot(skill_curve
     assert rows == [
         "| 4 | 15,000,000 | main@14000000 | exported | 70 / 30 / 0 (210:0, 0) | 95 / 5 / 0 (285:1, 1) | - | 2 of 3 |"
     ]
+
+
+def test_every_eval_only_opponent_is_played_by_default_and_exists(skill_curve: ModuleType) -> None:
+    """Each name skill_curve plays as an eval-only bot is a function of eval_opponents.py, given as a user bot."""
+    opponents = load_benchmark("eval_opponents")
+    assert {"ball_chaser", "goalie", "bumper", "shadow"} == skill_curve.SCRIPTED
+    assert set(skill_curve.DEFAULT_OPPONENTS) >= skill_curve.SCRIPTED
+    for name in skill_curve.SCRIPTED:
+        assert callable(getattr(opponents, name))
+        assert skill_curve.opponent_spec(name) == f"py:{skill_curve.EVAL_OPPONENTS_FILE}:{name}"
+    assert skill_curve.opponent_spec("rule") == "rule"
