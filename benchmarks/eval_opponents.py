@@ -54,11 +54,17 @@ CHALLENGE_DISTANCE = 900.0  # shadow: a ball this close in front of it is challe
 THROTTLE, STEER, PITCH, YAW, ROLL, JUMP, BOOST, HANDBRAKE = range(8)
 
 
+def _frame_flip(car_team: Array) -> Array:
+    """``[C, 3]`` factors that turn world vectors into each car's own frame: x and y mirrored for orange cars
+    (half a turn about z), z kept."""
+    sign = np.where(car_team == 0, 1.0, -1.0).astype(np.float64)[:, None]  # [C, 1]
+    return np.concatenate([sign, sign, np.ones_like(sign)], axis=1)
+
+
 def _own_frame(state: dict[str, Array]) -> dict[str, Array]:
     """Per-car views with the car's own goal at -y: positions/velocities/directions of ball and cars
     turned half a turn about z for orange cars. Arrays ``[C, 3]`` (the ball repeated per car)."""
-    sign = np.where(state["car_team"] == 0, 1.0, -1.0).astype(np.float64)[:, None]  # [C, 1]
-    flip = np.concatenate([sign, sign, np.ones_like(sign)], axis=1)  # x, y mirrored; z kept
+    flip = _frame_flip(state["car_team"])
     return {
         "ball_pos": state["ball_position"][None, :] * flip,
         "ball_vel": state["ball_velocity"][None, :] * flip,
@@ -89,6 +95,17 @@ def _cross(pos: Array, fwd: Array, target: Array) -> Array:
     direction = rel / np.maximum(np.linalg.norm(rel, axis=1), 1e-6)[:, None]
     f = fwd[:, :2] / np.maximum(np.linalg.norm(fwd[:, :2], axis=1, keepdims=True), 1e-6)
     return np.asarray(f[:, 0] * direction[:, 1] - f[:, 1] * direction[:, 0])
+
+
+def _reverse_where(
+    reverse: Array, throttle: Array, steer: Array, pos: Array, fwd: Array, target: Array
+) -> tuple[Array, Array]:
+    """Throttle and steer with the cars in ``reverse`` backing to their target at full throttle. Reversing turns
+    the car the other way round: steering with the cross product of the nose and the target (not the full lock of
+    :func:`_steer_towards`) swings the rear towards the target."""
+    throttle = np.where(reverse, -1.0, throttle)
+    steer = np.where(reverse, _cross(pos, fwd, target) * 3.0, steer).clip(-1.0, 1.0)
+    return throttle, steer
 
 
 def ball_chaser(state: dict[str, Array]) -> Array:
@@ -170,10 +187,7 @@ def goalie(state: dict[str, Array]) -> Array:
     throttle = np.where(approaching, np.clip(dist / 1200.0 + 0.2, 0.2, 1.0), throttle)
     # a target right behind and close: reverse to it instead of turning round
     reverse = ~clear & (facing < -0.6) & (dist < 1500.0)
-    throttle = np.where(reverse, -1.0, throttle)
-    # reversing turns the car the other way round: steering with the cross product of the nose and the target
-    # (not the full lock of _steer_towards) swings the rear towards the target
-    steer = np.where(reverse, _cross(pos, fwd, target) * 3.0, steer).clip(-1.0, 1.0)
+    throttle, steer = _reverse_where(reverse, throttle, steer, pos, fwd, target)
     face_steer, _, _ = _steer_towards(pos, fwd, ball, gain=3.0)
     # turning to face the ball moves the car: only while no shot is coming
     settle = parked & (speed < 400.0) & ~incoming
@@ -215,8 +229,7 @@ def bumper(state: dict[str, Array]) -> Array:
         return controls
     prey = np.argmin(gaps, axis=1)
     # the prey's position and velocity in this car's own frame (turned by this car's sign, not the prey's)
-    sign = np.where(team == 0, 1.0, -1.0)[:, None]
-    flip = np.concatenate([sign, sign, np.ones_like(sign)], axis=1)
+    flip = _frame_flip(team)
     prey_pos = state["car_position"][prey] * flip
     prey_vel = state["car_velocity"][prey] * flip
     dist_now = np.linalg.norm(prey_pos[:, :2] - pos[:, :2], axis=1)
@@ -265,8 +278,7 @@ def shadow(state: dict[str, Array]) -> Array:
     # to the spot: full throttle when far, easing off near it, stopping on it; a spot right behind: reverse
     throttle = np.where(challenge, 1.0, np.clip(dist / 1000.0, 0.0, 1.0))
     reverse = ~challenge & (facing < -0.6) & (dist < 1200.0)
-    throttle = np.where(reverse, -1.0, throttle)
-    steer = np.where(reverse, _cross(pos, fwd, target) * 3.0, steer).clip(-1.0, 1.0)
+    throttle, steer = _reverse_where(reverse, throttle, steer, pos, fwd, target)
     # on the spot: turn to face the ball (slowly, so the spot is kept)
     on_spot = ~challenge & (dist < 250.0)
     face_steer, _, _ = _steer_towards(pos, fwd, ball, gain=3.0)

@@ -257,11 +257,11 @@ class Matchmaker:
                 chosen = rule_actions
             else:
                 chosen = self._policy(member).act(obs, state if state is not None else _NO_STATE, self.car_teams)
-            member_rows = rows[member_of_row == index]
-            out[member_rows] = chosen[member_rows]
+            of_member = member_of_row == index
+            picked = chosen[rows[of_member]]
             if is_rule and self.cfg.rule_noise > 0:
-                member_global = global_rows[member_of_row == index]
-                out[member_rows] = self._with_excursions(member_global, out[member_rows])
+                picked = self._with_excursions(global_rows[of_member], picked)
+            out[rows[of_member]] = picked
         return out
 
     def _with_excursions(self, global_rows: Array, chosen: Array) -> Array:
@@ -271,8 +271,8 @@ class Matchmaker:
         ``H p / (H p + 1 - p)``; ``p = noise / (H (1 - noise) + noise)`` makes it ``noise``."""
         noise, hold = self.cfg.rule_noise, self.cfg.rule_noise_hold_steps
         start_probability = noise / (hold * (1.0 - noise) + noise)
-        idle = self.noise_steps_left[global_rows] == 0
-        start = global_rows[idle & (self.rng.random(global_rows.size) < start_probability)]
+        off_excursion = self.noise_steps_left[global_rows] == 0
+        start = global_rows[off_excursion & (self.rng.random(global_rows.size) < start_probability)]
         self.noise_row[start] = self.rng.integers(0, self.table.shape[0], start.size)
         self.noise_steps_left[start] = hold
         on_excursion = self.noise_steps_left[global_rows] > 0
