@@ -341,6 +341,15 @@ def evaluate(
     data = json.loads(json_path.read_text())
     if data.get("action_mode") not in (None, mode):
         raise RuntimeError(f"asked for {mode} play, eval reports {data.get('action_mode')}")
+    return eval_record(data, mode, seconds, json_path)
+
+
+def eval_record(data: dict[str, Any], mode: str, seconds: float, json_path: Path) -> dict[str, Any]:
+    """One evaluation's entry in the report, from ``speedflip eval --json``'s match summary (player a = the bot).
+
+    Besides the results, both sides' shots and touches and the opponent's own goals: a bot that wins on the
+    opponent's own goals without shooting (as most shipped bots do against ``ball_chaser``, docs/learning.md,
+    seventy-second session) is told apart from one that attacks."""
     return {
         "games": data["games"],
         "wins": data["wins"],
@@ -352,8 +361,11 @@ def evaluate(
         "goals_for": data["goals_a"],
         "goals_against": data["goals_b"],
         "own_goals_against": data.get("own_goals_a"),  # of goals_against: off the bot's own last touch
+        "opponent_own_goals": data.get("own_goals_b"),  # of goals_for: off the opponent's own last touch
         "shots_for": data.get("shots_a"),
+        "shots_against": data.get("shots_b"),
         "touches_for": data.get("touches_a"),
+        "touches_against": data.get("touches_b"),
         "distinct_games": data.get("distinct_games"),  # games with different records (deterministic play repeats)
         "action_mode": data.get("action_mode", mode),
         "eval_seconds": round(seconds, 1),

@@ -117,3 +117,23 @@ def test_every_eval_only_opponent_is_played_by_default_and_exists(skill_curve: M
         assert callable(getattr(opponents, name))
         assert skill_curve.opponent_spec(name) == f"py:{skill_curve.EVAL_OPPONENTS_FILE}:{name}"
     assert skill_curve.opponent_spec("rule") == "rule"
+
+
+def test_an_eval_record_keeps_both_sides_apart(skill_curve: ModuleType) -> None:
+    """Player a of ``speedflip eval`` is the bot: its goals, shots and touches are the bot's ("for"), b's are the
+    opponent's ("against"); own goals are split by whose last touch it was."""
+    summary = {
+        "games": 100, "wins": 58, "draws": 23, "losses": 19, "win_rate": 0.58, "score_rate": 0.695,
+        "interval_low": 0.6, "interval_high": 0.78, "goals_a": 83, "goals_b": 31, "own_goals_a": 0, "own_goals_b": 42,
+        "shots_a": 1, "shots_b": 21, "touches_a": 1335, "touches_b": 1146, "distinct_games": 23,
+        "action_mode": "deterministic",
+    }  # fmt: skip
+    record = skill_curve.eval_record(summary, "deterministic", 12.34, Path("e.json"))
+    assert (record["wins"], record["draws"], record["losses"]) == (58, 23, 19)
+    assert (record["goals_for"], record["goals_against"]) == (83, 31)
+    assert (record["shots_for"], record["shots_against"]) == (1, 21)
+    assert (record["touches_for"], record["touches_against"]) == (1335, 1146)
+    # 42 of the bot's 83 goals came off the opponent's own last touch; none of the 31 it conceded off its own
+    assert (record["opponent_own_goals"], record["own_goals_against"]) == (42, 0)
+    assert record["score_rate_95ci"] == [0.6, 0.78]
+    assert (record["eval_seconds"], record["json"]) == (12.3, "e.json")
