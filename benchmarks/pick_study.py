@@ -178,19 +178,22 @@ def final_pick_scores(run_dir: Path, count: int, games: int, work: Path) -> dict
     return {c["name"]: float(c["score"]) for c in data["candidates"]}
 
 
-def reused_files(report_path: Path | None, name: str) -> dict[tuple[str, str], Path]:
-    """skill_curve's own evaluation files of milestone ``name`` when it was the run's shipped bot at the final
-    snapshot (``--reuse skill_curve.json``): (opponent, mode) -> the eval JSON; empty otherwise."""
+def reused_files(report_path: Path | None, milestone: BestMilestone) -> dict[tuple[str, str], Path]:
+    """skill_curve's own evaluation files of ``milestone`` (``--reuse skill_curve.json``): of the shipped bot at
+    the final snapshot when it is that milestone, or of the final snapshot's newest checkpoint when it is of the
+    milestone's step (a milestone and a checkpoint of one step hold the same weights). (opponent, mode) -> the
+    eval JSON; empty when skill_curve played neither."""
     if report_path is None:
         return {}
     report = json.loads(report_path.read_text())
     snap = report["seeds"][-1]["snapshots"][-1]
     shipped = snap.get("shipped") or {}
-    if shipped.get("name") != name:
+    if shipped.get("name") == milestone.name and snap.get("shipped_results"):
+        results = snap["shipped_results"]
+    elif snap.get("agent_steps") == milestone.step:
+        results = snap.get("results")
+    else:
         return {}
-    results = snap.get("shipped_results")
-    if not results and snap.get("agent_steps") == shipped.get("agent_steps"):
-        results = snap.get("results")  # the newest checkpoint was the shipped bot: played once
     return {
         (o, m): Path(r["json"]) for o, by_mode in (results or {}).items() for m, r in by_mode.items() if "json" in r
     }
@@ -206,7 +209,7 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.time()
     per: dict[str, dict[str, Any]] = {}
     for m in cands:
-        reuse = reused_files(args.reuse, m.name)
+        reuse = reused_files(args.reuse, m)
         results: dict[str, dict[str, Any]] = {}
         for opponent in OPPONENTS:
             results[opponent] = {}
@@ -311,7 +314,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("run", type=Path, help="a finished run directory with rated milestones")
     p.add_argument("--out", type=Path, required=True, help="the study's JSON")
     p.add_argument("--work", type=Path, help="where the evaluations are kept and reused (default: beside --out)")
-    p.add_argument("--reuse", type=Path, help="the run's skill_curve.json: its shipped milestone's evaluations")
+    p.add_argument(
+        "--reuse", type=Path, help="the run's skill_curve.json: its evaluations of the shipped and the newest milestone"
+    )
     p.add_argument("--milestones", type=int, default=6, help="the last K rated milestones (default 6)")
     p.add_argument("--games", type=int, default=100, help="games per opponent and play mode (default 100)")
     p.add_argument("--game-seconds", type=float, default=60.0, help="simulated seconds per game (default 60)")

@@ -92,24 +92,29 @@ def test_n4_and_s_by_hand(pick_study: ModuleType) -> None:
     assert s == pytest.approx((0.9 + 0.7 + 1.0 + 0.8) / 4)  # 0.85
 
 
-def test_reused_files_only_for_the_shipped_milestone(pick_study: ModuleType, tmp_path: Path) -> None:
-    record = {"json": "/e/shipped-30min-rule-deterministic.json", "win_rate": 1.0}
-    snap = {"agent_steps": 5000, "shipped": {"name": "main@4000", "agent_steps": 4000},
-            "results": {"rule": {"deterministic": {"json": "/e/30min-rule-deterministic.json"}}},
-            "shipped_results": {"rule": {"deterministic": record}}}  # fmt: skip
+def test_reused_files_of_the_shipped_and_the_newest_milestone(pick_study: ModuleType, tmp_path: Path) -> None:
+    milestone = pick_study.BestMilestone
+    shipped_4000 = milestone("milestones/main/4000", "main@4000", 4000, 1000.0, "main")
+    newest_5000 = milestone("milestones/main/5000", "main@5000", 5000, 990.0, "main")
+    older_3000 = milestone("milestones/main/3000", "main@3000", 3000, 980.0, "main")
+    snap = {
+        "agent_steps": 5000,
+        "shipped": {"name": "main@4000", "agent_steps": 4000},
+        "results": {"rule": {"deterministic": {"json": "/e/30min-rule-deterministic.json"}}},
+        "shipped_results": {"rule": {"deterministic": {"json": "/e/shipped-30min-rule-deterministic.json"}}},
+    }
     report = tmp_path / "skill_curve.json"
     report.write_text(json.dumps({"seeds": [{"snapshots": [snap]}]}))
-    assert pick_study.reused_files(report, "main@4000") == {
-        ("rule", "deterministic"): Path("/e/shipped-30min-rule-deterministic.json")
-    }
-    assert pick_study.reused_files(report, "main@3000") == {}
-    assert pick_study.reused_files(None, "main@4000") == {}
+    shipped_file = {("rule", "deterministic"): Path("/e/shipped-30min-rule-deterministic.json")}
+    newest_file = {("rule", "deterministic"): Path("/e/30min-rule-deterministic.json")}
+    assert pick_study.reused_files(report, shipped_4000) == shipped_file
+    assert pick_study.reused_files(report, newest_5000) == newest_file  # the newest checkpoint: its step's weights
+    assert pick_study.reused_files(report, older_3000) == {}
+    assert pick_study.reused_files(None, shipped_4000) == {}
     # the newest checkpoint was the shipped bot: skill_curve played it once, under "results"
     snap.update({"agent_steps": 4000, "shipped_results": None})
     report.write_text(json.dumps({"seeds": [{"snapshots": [snap]}]}))
-    assert pick_study.reused_files(report, "main@4000") == {
-        ("rule", "deterministic"): Path("/e/30min-rule-deterministic.json")
-    }
+    assert pick_study.reused_files(report, shipped_4000) == newest_file
 
 
 def test_parse_args_names_the_problem(
