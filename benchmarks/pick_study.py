@@ -35,16 +35,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from speedflip.selfplay.best import BestMilestone, next_best
+from speedflip.selfplay.best import BestMilestone
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from skill_curve import opponent_spec, rated_milestones, run_ship_rule  # noqa: E402
+from skill_curve import (  # noqa: E402
+    DEFAULT_OPPONENTS,
+    SCRIPTED,
+    eval_modes,
+    opponent_spec,
+    rated_milestones,
+    run_score,
+    shipped_at,
+    speedflip_cmd,
+)
 
-OPPONENTS = ("rule", "idle", "ball_chaser", "goalie", "bumper", "shadow")
-ANCHORS = ("rule", "idle")
-NEVER_MET = ("ball_chaser", "goalie", "bumper", "shadow")
-MODES = ("deterministic", "stochastic")
+OPPONENTS = DEFAULT_OPPONENTS
+NEVER_MET = tuple(o for o in DEFAULT_OPPONENTS if o in SCRIPTED)
+MODES = tuple(eval_modes(also_stochastic=True))
 
 
 def last_milestones(run_dir: Path, count: int) -> list[BestMilestone]:
@@ -54,20 +62,6 @@ def last_milestones(run_dir: Path, count: int) -> list[BestMilestone]:
         raise SystemExit(f"{run_dir} has no rated milestone (games.csv): train with selfplay.rate_milestones=true")
     stage = rated[-1].stage
     return [m for m in rated if m.stage == stage][-count:]
-
-
-def rating_pick(run_dir: Path, rated: list[BestMilestone]) -> BestMilestone:
-    """The milestone ``best.json`` names at the end of the run (the run's ``ship_by`` and ``ship_margin``)."""
-    ship_by, margin = run_ship_rule(run_dir)
-    best: BestMilestone | None = None
-    for milestone in rated:
-        best = next_best(best, milestone, ship_by, margin) or best
-    assert best is not None
-    return best
-
-
-def speedflip_cmd() -> list[str]:
-    return [sys.executable, "-m", "speedflip.cli"]
 
 
 def play(a: str, b: str, mode: str, games: int, seconds: float, seed: int, json_path: Path) -> dict[str, Any]:
@@ -102,9 +96,11 @@ def play(a: str, b: str, mode: str, games: int, seconds: float, seed: int, json_
 
 
 def n4_and_s(results: dict[str, dict[str, dict[str, Any]]]) -> tuple[float, float]:
-    """N4 = the mean of the eight never-met win rates, S = the mean of the four rule / idle win rates."""
+    """N4 = the mean of the eight never-met win rates, S = the mean of the four rule / idle win rates (the run
+    score of ``skill_curve.py``)."""
     n4 = sum(results[o][m]["win_rate"] for o in NEVER_MET for m in MODES) / (len(NEVER_MET) * len(MODES))
-    s = sum(results[o][m]["win_rate"] for o in ANCHORS for m in MODES) / (len(ANCHORS) * len(MODES))
+    s = run_score(results)
+    assert s is not None, "every opponent is played in both modes"
     return n4, s
 
 
@@ -204,7 +200,8 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
     work: Path = args.work or (args.out.parent / f"{args.out.stem}-work")
     rated = rated_milestones(run_dir)
     cands = last_milestones(run_dir, args.milestones)
-    shipped = rating_pick(run_dir, rated)
+    shipped = shipped_at(rated, run_dir, rated[-1].step)  # what best.json names at the end of the run
+    assert shipped is not None
     names = [m.name for m in cands]
     t0 = time.time()
     per: dict[str, dict[str, Any]] = {}
@@ -255,7 +252,7 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
         "step": {n: float(per[n]["step"]) for n in names},
     }
     picks = {
-        "rating": shipped.name if shipped.name in per else None,
+        "rating": shipped["name"] if shipped["name"] in per else None,
         "newest": names[-1],
         "elo": best_of(names, criteria["elo"]),
         "final_pick": best_of(names, criteria["final_pick"]),
@@ -276,7 +273,11 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
             "sibling_games": args.sibling_games,
             "pick_games": args.pick_games,
         },
-        "shipped_by_rating": {"name": shipped.name, "step": shipped.step, "among_candidates": shipped.name in per},
+        "shipped_by_rating": {
+            "name": shipped["name"],
+            "step": shipped["agent_steps"],
+            "among_candidates": shipped["name"] in per,
+        },
         "milestones": per,
         "picks": {
             rule: (None if n is None else {"name": n, "N4": per[n]["N4"], "S": per[n]["S"]})

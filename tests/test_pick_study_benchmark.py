@@ -49,8 +49,10 @@ def test_last_milestones_and_the_rating_pick(pick_study: ModuleType, tmp_path: P
     assert [m.elo for m in last] == [900, 1100, 950]  # the last row of each: its Elo after all its games
     assert [m.anchor_score for m in last] == [1.0, 0.75, 0.75]
     rated = pick_study.rated_milestones(run)
-    assert pick_study.rating_pick(run, rated).name == "main@2000"  # 0.75 is below 1.0 - 0.1
-    assert pick_study.rating_pick(make_run(tmp_path / "wide", ship_margin=0.25), rated).name == "main@4000"
+    # the rating's pick (R0): what best.json names at the end, by the run's ship_by and ship_margin
+    assert pick_study.shipped_at(rated, run, 4000)["name"] == "main@2000"  # 0.75 is below 1.0 - 0.1
+    wide = make_run(tmp_path / "wide", ship_margin=0.25)
+    assert pick_study.shipped_at(rated, wide, 4000)["name"] == "main@4000"
 
 
 def test_last_milestones_needs_rated_ones(pick_study: ModuleType, tmp_path: Path) -> None:
