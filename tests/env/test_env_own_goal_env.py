@@ -11,15 +11,10 @@ from speedflip.env import layout as L
 from speedflip.env.vec_env import RocketLeagueVecEnv
 
 
-def test_blue_car_driving_the_ball_into_its_own_goal_is_an_own_goal(
-    make_env: Callable[..., RocketLeagueVecEnv],
-) -> None:
-    """Arena 0: the ball at rest 600 uu in front of blue's goal line (y = -5120), the blue car 500 uu upfield of it
-    driving at 2,000 uu/s towards its own goal; the orange car parked at the far end. The blue car touches the ball,
-    and it rolls into blue's net: ``own_goal`` pays blue 1 on the goal's step and nobody anything else. Arena 1 is
-    left at its kickoff and pays nothing. The last touch is kept from the touching step to the goal's step and is
-    cleared when the arena resets; the goal's ``StepResult.last_touch`` still names the blue car."""
-    env = make_env(num_arenas=2, rewards={"own_goal": 1.0}, no_touch_timeout_seconds=30.0)
+def _blue_drives_into_own_goal(env: RocketLeagueVecEnv) -> tuple[int, int]:
+    """Reset ``env`` and set arena 0 up: the ball at rest 600 uu in front of blue's goal line, the blue car 500 uu
+    upfield of it driving at 2,000 uu/s towards its own goal, the orange car parked at the far end. Returns the blue
+    and orange car columns."""
     env.reset()
     blue, orange = int(np.flatnonzero(env.car_teams == L.BLUE)[0]), int(np.flatnonzero(env.car_teams == L.ORANGE)[0])
     arena, cars = env.arenas.arenas[0], env.arenas.cars[0]
@@ -35,6 +30,19 @@ def test_blue_car_driving_the_ball_into_its_own_goal_is_an_own_goal(
     parked.pos = rsim.Vec(0.0, 4500.0, 17.0)
     cars[orange].set_state(parked)
     env.arenas._read(0)
+    return blue, orange
+
+
+def test_blue_car_driving_the_ball_into_its_own_goal_is_an_own_goal(
+    make_env: Callable[..., RocketLeagueVecEnv],
+) -> None:
+    """Arena 0: the ball at rest 600 uu in front of blue's goal line (y = -5120), the blue car 500 uu upfield of it
+    driving at 2,000 uu/s towards its own goal; the orange car parked at the far end. The blue car touches the ball,
+    and it rolls into blue's net: ``own_goal`` pays blue 1 on the goal's step and nobody anything else. Arena 1 is
+    left at its kickoff and pays nothing. The last touch is kept from the touching step to the goal's step and is
+    cleared when the arena resets; the goal's ``StepResult.last_touch`` still names the blue car."""
+    env = make_env(num_arenas=2, rewards={"own_goal": 1.0}, no_touch_timeout_seconds=30.0)
+    blue, orange = _blue_drives_into_own_goal(env)
 
     coast = np.zeros(env.num_agents, np.int64)  # the table's first row; the car rolls on at its speed
     totals = np.zeros((2, 2))
@@ -56,3 +64,30 @@ def test_blue_car_driving_the_ball_into_its_own_goal_is_an_own_goal(
         raise AssertionError("the ball never went in")
     assert touched_before_goal
     np.testing.assert_array_equal(totals, [[1.0 if c == blue else 0.0 for c in range(2)], [0.0, 0.0]])
+
+
+def test_zero_sum_rewards_share_out_but_the_episode_return_counts_each_cars_own(
+    make_env: Callable[..., RocketLeagueVecEnv],
+) -> None:
+    """``env.opponent_scale=1``: a car is paid its own reward minus its opponent's. The own-goal play above with only
+    ``touch`` (1 per step a car touches the ball): on every step blue is paid +t and orange -t, where t is blue's
+    touches that step (orange never touches), so the arena's rewards sum to 0 on every step. The episode's reported
+    return is what the cars earned themselves before that sharing, the mean over the 2 cars of (blue's touches, 0):
+    touches / 2 (by hand), not the distributed sum's 0, which would print a flat 0 on every progress line."""
+    env = make_env(num_arenas=1, rewards={"touch": 1.0}, opponent_scale=1.0, no_touch_timeout_seconds=30.0)
+    blue, orange = _blue_drives_into_own_goal(env)
+    coast = np.zeros(env.num_agents, np.int64)
+    blue_touches = 0
+    for _ in range(60):
+        result = env.step(coast)
+        assert result.touched is not None
+        touches = int(result.touched[0, blue])
+        assert not result.touched[0, orange]
+        blue_touches += touches
+        np.testing.assert_array_equal(result.rewards, [touches if c == blue else -touches for c in range(2)])
+        if result.episodes:
+            break
+    else:
+        raise AssertionError("the ball never went in")
+    assert blue_touches >= 1
+    assert result.episodes[0]["return"] == blue_touches / 2

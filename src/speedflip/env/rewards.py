@@ -427,7 +427,9 @@ def distribute(rewards: Array, car_teams: Array, team_spirit: float, opponent_sc
 class WeightedReward:
     """The weighted sum of named components, then team-spirit / zero-sum distribution.
 
-    Remembers each component's mean (over all cars, before distribution) for logging as ``rewards/<name>``.
+    Remembers each component's mean (over all cars, before distribution) for logging as ``rewards/<name>``, and
+    the last step's weighted sum before distribution as ``last_shaped`` ([K, C]): what each car earned itself, the
+    figure an episode's return counts (with ``opponent_scale`` 1 the distributed rewards of a 1v1 arena sum to 0).
     """
 
     def __init__(self, weights: Mapping[str, float], team_spirit: float = 0.0, opponent_scale: float = 0.0) -> None:
@@ -435,6 +437,7 @@ class WeightedReward:
         self.opponent_scale = opponent_scale
         self.weights: dict[str, float] = {}
         self.last_means: dict[str, float] = {}
+        self.last_shaped: Array = np.zeros((0, 0), np.float32)
         self.set_weights(weights)
 
     def set_weights(self, weights: Mapping[str, float]) -> None:
@@ -452,4 +455,5 @@ class WeightedReward:
             value = REWARD_COMPONENTS[name](ctx)
             self.last_means[name] = float(value.mean())
             total += weight * value
+        self.last_shaped = total.copy()
         return distribute(total, ctx.car_teams, self.team_spirit, self.opponent_scale)

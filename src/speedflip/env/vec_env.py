@@ -227,7 +227,7 @@ class RocketLeagueVecEnv:
         )
         self.episode_ticks += self.arenas.tick_skip
         self.ticks_since_touch = np.where(any_touch, 0, self.ticks_since_touch + self.arenas.tick_skip)
-        self.episode_returns += rewards
+        self.episode_returns += self.reward_fn.last_shaped  # each car's own earnings, before any zero-sum sharing
         self.episode_touches += touched
         n_touches = int(touched.sum())
         self.total_touches += n_touches
